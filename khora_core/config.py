@@ -1,0 +1,284 @@
+"""Configuration: ``KhoraConfig`` (global, from env / YAML / keywords) and ``VectorCypherConfig``.
+
+Precedence, highest first:
+
+1. keyword overrides passed to ``KhoraConfig(...)`` / ``KhoraConfig.load(..., **overrides)``;
+2. environment variables: ``KHORA_*`` for top-level fields and ``KHORA_<SECTION>_*`` for a
+   section (``KHORA_QUERY_ENABLE_BM25_CHANNEL=true``, ``KHORA_LLM_MODEL=...``). The storage
+   section also reads the specification's names ``KHORA_DATABASE_URL`` and
+   ``KHORA_NEO4J_URL``;
+3. a YAML file (``KhoraConfig.load(path)`` or ``KHORA_CONFIG_FILE``), with one mapping per
+   section (``query:``, ``storage:``, ...);
+4. the defaults below.
+
+The environment is read only when a config object is built, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from khora_core.errors import ConfigError
+
+__all__ = [
+    "EmbeddingConfig",
+    "IngestConfig",
+    "KhoraConfig",
+    "LLMConfig",
+    "QueryConfig",
+    "StorageConfig",
+    "VectorCypherConfig",
+]
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+class _Section(BaseSettings):
+    model_config = SettingsConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+
+
+class StorageConfig(_Section):
+    """Where Khora keeps its data.
+
+    No ``database_url`` means the embedded ``sqlite_lance`` store under ``data_dir``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KHORA_STORAGE_", extra="forbid", populate_by_name=True)
+
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("KHORA_DATABASE_URL", "database_url")
+    )
+    neo4j_url: str | None = Field(default=None, validation_alias=AliasChoices("KHORA_NEO4J_URL", "neo4j_url"))
+    neo4j_user: str = "neo4j"
+    neo4j_password: str | None = None
+    neo4j_database: str = "neo4j"
+    data_dir: Path = Field(default=Path(".khora"), validation_alias=AliasChoices("KHORA_DATA_DIR", "data_dir"))
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+    connect_timeout_s: float = 5.0
+    #: HNSW ``ef_search`` used by the PostgreSQL vector channel per query.
+    hnsw_ef_search: int = 100
+    hnsw_ef_construction: int = 128
+    hnsw_m: int = 16
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+
+
+class EmbeddingConfig(_Section):
+    """The embedder: ``sentence-transformers`` (local, default) or ``litellm``."""
+
+    model_config = SettingsConfigDict(env_prefix="KHORA_EMBEDDING_", extra="forbid")
+
+    provider: Literal["sentence-transformers", "litellm"] = "sentence-transformers"
+    #: A sentence-transformers model name or folder, or a litellm embedding model.
+    model: str = DEFAULT_EMBEDDING_MODEL
+    batch_size: int = 64
+    device: str | None = None
+    #: Needed only for litellm models whose dimension Khora cannot probe offline.
+    dimension: int | None = None
+
+
+class LLMConfig(_Section):
+    """The LLM used for extraction, query understanding, HyDE and reranking.
+
+    No ``model`` means no LLM: the offline extractor and heuristic router are used.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KHORA_LLM_", extra="forbid")
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    timeout_s: float = 60.0
+    max_retries: int = 2
+    concurrency: int = 4
+
+
+class IngestConfig(_Section):
+    """The write path."""
+
+    model_config = SettingsConfigDict(env_prefix="KHORA_INGEST_", extra="forbid")
+
+    chunk_tokens: int = 256
+    chunk_overlap_tokens: int = 32
+    #: Content longer than this raises ``ContentTooLargeError`` (about 2 MB of text).
+    max_content_chars: int = 2_000_000
+    batch_concurrency: int = 4
+    #: Entity resolution: names within this normalised edit-distance ratio (0-100) may merge.
+    resolve_fuzzy_threshold: float = 92.0
+    resolve_embedding_threshold: float = 0.85
+
+
+class QueryConfig(_Section):
+    """Global read-path toggles (env ``KHORA_QUERY_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="KHORA_QUERY_", extra="forbid")
+
+    enable_diversity: bool = True
+    diversity_lambda: float = 0.5
+    enable_reranking: bool = False
+    reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    enable_llm_reranking: bool = False
+    enable_hyde: Literal["auto", "always", "never"] = "auto"
+    enable_hyde_cypher: bool = False
+    enable_bm25_channel: bool = False
+    max_graph_depth: int = 4
+    apply_recency_bias: bool = True
+    #: Use the adaptive chunk count (very_focused 3 ... broad 15) capped by ``limit``.
+    adaptive_limit: bool = True
+    #: Candidates fetched per channel before fusion.
+    candidate_pool: int = 50
+    #: Abstention: fewer chunks than this sets ``chunks_below_min``.
+    abstain_min_chunks: int = 1
+    #: Abstention: a raw top cosine below this sets ``top_score_low``.
+    abstain_min_top_score: float = 0.3
+    #: Abstention: ``should_abstain`` when ``combined_score`` reaches this.
+    abstain_threshold: float = 0.5
+
+
+class VectorCypherConfig(BaseModel):
+    """Every knob of the VectorCypher engine, with the specification's defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Routing
+    routing_enabled: bool = True
+    routing_use_llm: bool = False
+    # Skeleton indexing (KET-RAG): fraction of chunks sent to full extraction.
+    skeleton_core_ratio: float = Field(default=0.50, ge=0.0, le=1.0)
+    skeleton_similarity_threshold: float = 0.5
+    # Graph traversal
+    graph_default_depth: int = 2
+    graph_max_depth: int = 4
+    graph_max_entry_entities: int = 10
+    graph_max_fanout: int = 50
+    adaptive_depth_enabled: bool = True
+    adaptive_depth_high_entity_threshold: int = 10
+    adaptive_depth_low_entity_threshold: int = 2
+    # Fusion
+    fusion_rrf_k: int = 60
+    fusion_vector_weight: float = 0.6
+    fusion_graph_weight: float = 0.4
+    fusion_keyword_weight: float = 0.3
+    fusion_simple_vector_weight: float = 0.8
+    fusion_simple_graph_weight: float = 0.2
+    fusion_complex_vector_weight: float = 0.4
+    fusion_complex_graph_weight: float = 0.6
+    fusion_normalized: bool = False
+    fusion_hybrid_alpha: float = 0.7
+    # Temporal
+    temporal_recency_weight: float = 0.35
+    temporal_recency_decay_days: int = 30
+    temporal_recency_decay_type: Literal["exponential", "linear"] = "exponential"
+    #: Weight of the soft boost toward a date window found in the question.
+    temporal_window_boost: float = 0.2
+    # Thresholds and limits
+    retriever_min_entity_similarity: float = 0.3
+    retriever_coherence_weight: float = 0.1
+    retriever_max_chunks: int = 50
+    retriever_max_entities: int = 30
+
+
+_SECTIONS: dict[str, type[_Section]] = {
+    "storage": StorageConfig,
+    "embedding": EmbeddingConfig,
+    "llm": LLMConfig,
+    "ingest": IngestConfig,
+    "query": QueryConfig,
+}
+
+
+def _env_names(section: type[_Section], field_name: str) -> list[str]:
+    prefix = section.model_config.get("env_prefix", "")
+    names = [f"{prefix}{field_name}".upper()]
+    alias = section.model_fields[field_name].validation_alias
+    if isinstance(alias, AliasChoices):
+        names += [c.upper() for c in alias.choices if isinstance(c, str) and c.upper().startswith("KHORA_")]
+    return names
+
+
+def _build_section(section: type[_Section], yaml_part: dict[str, Any], overrides: dict[str, Any]) -> _Section:
+    # YAML sits below the environment: drop YAML keys that an env variable sets.
+    base = {
+        k: v
+        for k, v in yaml_part.items()
+        if not (k in section.model_fields and any(n in os.environ for n in _env_names(section, k)))
+    }
+    try:
+        return section(**{**base, **overrides})
+    except Exception as exc:  # pydantic ValidationError: name the setting
+        raise ConfigError(f"Invalid {section.__name__} setting: {exc}", setting=section.__name__) from exc
+
+
+class KhoraConfig(BaseModel):
+    """All of Khora's global configuration, one section per concern.
+
+    Build it with ``KhoraConfig()`` (env + defaults), ``KhoraConfig.load(path, **overrides)``
+    (YAML too), or pass section objects / dicts as keywords::
+
+        KhoraConfig(query={"enable_bm25_channel": True}, llm={"model": "openai/gpt-4o-mini"})
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    storage: StorageConfig
+    embedding: EmbeddingConfig
+    llm: LLMConfig
+    ingest: IngestConfig
+    query: QueryConfig
+    vectorcypher: VectorCypherConfig = Field(default_factory=VectorCypherConfig)
+
+    def __init__(self, **data: Any) -> None:
+        yaml_path = data.pop("config_file", None) or os.environ.get("KHORA_CONFIG_FILE")
+        yaml_data: dict[str, Any] = _read_yaml(yaml_path) if yaml_path else {}
+        built: dict[str, Any] = {}
+        for name, cls in _SECTIONS.items():
+            given = data.pop(name, None)
+            if isinstance(given, cls):
+                built[name] = given
+                continue
+            if given is not None and not isinstance(given, dict):
+                raise ConfigError(f"KhoraConfig({name}=...) takes a {cls.__name__} or a dict", setting=name)
+            built[name] = _build_section(cls, dict(yaml_data.get(name) or {}), dict(given or {}))
+        vc = data.pop("vectorcypher", None)
+        if vc is None and "vectorcypher" in yaml_data:
+            vc = _flatten_vectorcypher_yaml(yaml_data["vectorcypher"])
+        if vc is not None:
+            built["vectorcypher"] = vc if isinstance(vc, VectorCypherConfig) else VectorCypherConfig(**vc)
+        super().__init__(**built, **data)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> KhoraConfig:
+        """Build a config from a YAML file (optional), the environment and overrides."""
+        return cls(config_file=path, **overrides) if path else cls(**overrides)
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"Config file {str(p)!r} does not exist (KHORA_CONFIG_FILE)", setting="KHORA_CONFIG_FILE")
+    data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"Config file {str(p)!r} must hold a mapping of sections", setting="KHORA_CONFIG_FILE")
+    return data
+
+
+def _flatten_vectorcypher_yaml(section: dict[str, Any]) -> dict[str, Any]:
+    """Turn the spec's nested YAML (``routing: {enabled: true}``) into flat field names."""
+    flat: dict[str, Any] = {}
+    for key, value in (section or {}).items():
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                name = f"{key}_{sub}"
+                flat[name if name in VectorCypherConfig.model_fields else f"{key}_{sub}"] = v
+        else:
+            flat[key] = value
+    return flat

@@ -1,0 +1,331 @@
+"""Khora's data: plain pydantic models with no behaviour that touches storage.
+
+Two families live here:
+
+* stored records (``Document``, ``Chunk``, ``Entity``, ``Mention``, ``Relationship``), the
+  rows the write path hands to a storage stack in one ``WriteBatch``;
+* the read-side projections a caller gets back from ``recall()`` (``RecallResult`` and
+  its ``RecallChunk``, ``EntityProjection``, ``RelationshipProjection``,
+  ``DocumentProjection``).
+
+All datetimes are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SYSTEM_DATE_KEYS",
+    "SYSTEM_STRING_KEYS",
+    "Chunk",
+    "ChunkHit",
+    "Document",
+    "DocumentProjection",
+    "Entity",
+    "EntityProjection",
+    "Mention",
+    "Namespace",
+    "NamespaceStats",
+    "RecallChunk",
+    "RecallResult",
+    "Relationship",
+    "RelationshipProjection",
+    "RememberResult",
+    "SearchMode",
+    "WriteBatch",
+]
+
+#: System keys typed as datetimes (denormalised onto every chunk).
+SYSTEM_DATE_KEYS: tuple[str, ...] = ("occurred_at", "created_at", "source_timestamp")
+#: System keys typed as strings (denormalised onto every chunk).
+SYSTEM_STRING_KEYS: tuple[str, ...] = (
+    "source_type",
+    "source_name",
+    "source_url",
+    "external_id",
+    "content_type",
+    "source",
+    "title",
+)
+
+
+class SearchMode(str, enum.Enum):
+    """Which retrieval channels ``recall()`` runs.
+
+    ``VECTOR``: semantic similarity only. ``GRAPH``: entity traversal only. ``KEYWORD``:
+    BM25 only. ``HYBRID`` (default): vector + graph fused with RRF, plus BM25 when
+    ``enable_bm25_channel`` is set. ``ALL``: every channel.
+    """
+
+    VECTOR = "vector"
+    GRAPH = "graph"
+    KEYWORD = "keyword"
+    HYBRID = "hybrid"
+    ALL = "all"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+class Namespace(_Model):
+    """An isolated memory space. Every read and write names one."""
+
+    namespace_id: str
+    name: str | None = None
+    created_at: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class NamespaceStats(_Model):
+    """Counts of what a namespace holds."""
+
+    namespace_id: str
+    documents: int = 0
+    chunks: int = 0
+    entities: int = 0
+    relationships: int = 0
+
+
+class _SystemFields(_Model):
+    """The system fields a recall filter can address, shared by documents and chunks."""
+
+    occurred_at: datetime | None = None
+    created_at: datetime
+    source_timestamp: datetime | None = None
+    source_type: str | None = None
+    source_name: str | None = None
+    source_url: str | None = None
+    external_id: str | None = None
+    content_type: str = "text/plain"
+    source: str | None = None
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+
+class Document(_SystemFields):
+    """One remembered piece of content."""
+
+    id: str
+    namespace_id: str
+    content: str
+    content_hash: str
+
+
+class Chunk(_SystemFields):
+    """A slice of a document: the unit of retrieval.
+
+    The system fields are copied from the document so every channel can filter on them
+    without a join. ``created_at`` is Khora's ingest time (``ingested_at``).
+    """
+
+    id: str
+    namespace_id: str
+    document_id: str
+    index: int
+    content: str
+    start_char: int
+    end_char: int
+    token_count: int = 0
+    embedding: list[float] | None = None
+    #: True when full extraction failed or was skipped and should be retried.
+    needs_extraction: bool = False
+    #: True when this chunk was in the skeleton core sent to full extraction.
+    is_core: bool = False
+
+    @property
+    def ingested_at(self) -> datetime:
+        return self.created_at
+
+    def filter_record(self) -> dict[str, Any]:
+        """The dict the in-memory filter evaluator reads (system keys + ``metadata``)."""
+        return {
+            "occurred_at": self.occurred_at,
+            "created_at": self.created_at,
+            "source_timestamp": self.source_timestamp,
+            "source_type": self.source_type,
+            "source_name": self.source_name,
+            "source_url": self.source_url,
+            "external_id": self.external_id,
+            "content_type": self.content_type,
+            "source": self.source,
+            "title": self.title,
+            "metadata": self.metadata,
+        }
+
+
+class Entity(_Model):
+    """A resolved entity: one node per namespace per real-world thing."""
+
+    id: str
+    namespace_id: str
+    name: str
+    type: str = "CONCEPT"
+    aliases: list[str] = Field(default_factory=list)
+    description: str | None = None
+    embedding: list[float] | None = None
+    mention_count: int = 0
+
+
+class Mention(_Model):
+    """``(:Entity)-[:MENTIONED_IN]->(:Chunk)``."""
+
+    entity_id: str
+    chunk_id: str
+    document_id: str
+    count: int = 1
+
+
+class Relationship(_Model):
+    """A typed edge between two entities, learned from one chunk of one document."""
+
+    id: str
+    namespace_id: str
+    source_id: str
+    target_id: str
+    type: str
+    description: str | None = None
+    weight: float = 1.0
+    document_id: str
+    chunk_id: str | None = None
+
+
+class WriteBatch(_Model):
+    """Everything one ``remember`` lands, in one atomic ``stack.write``."""
+
+    document: Document
+    chunks: list[Chunk]
+    entities: list[Entity] = Field(default_factory=list)
+    mentions: list[Mention] = Field(default_factory=list)
+    relationships: list[Relationship] = Field(default_factory=list)
+    #: Document ids this write replaces (same ``external_id``); removed in the same write.
+    replaces: list[str] = Field(default_factory=list)
+
+
+class ChunkHit(_Model):
+    """A chunk found by one channel, with that channel's raw score and rank (1-based)."""
+
+    chunk: Chunk
+    score: float
+    rank: int
+
+
+class RememberResult(_Model):
+    """What ``remember`` stored."""
+
+    document_id: str
+    namespace_id: str
+    chunk_ids: list[str] = Field(default_factory=list)
+    entity_count: int = 0
+    relationship_count: int = 0
+    duplicate: bool = False
+    #: Ids of the documents this one replaced (same ``external_id``).
+    replaced_document_ids: list[str] = Field(default_factory=list)
+    #: Chunk ids whose extraction failed; they are stored and flagged for re-extraction.
+    extraction_failed_chunk_ids: list[str] = Field(default_factory=list)
+    #: Chunks sent to full extraction (the skeleton core) vs all chunks.
+    core_chunk_count: int = 0
+
+
+class DocumentProjection(_Model):
+    """A document as recall returns it (no embedding; content included)."""
+
+    id: str
+    namespace_id: str
+    title: str | None = None
+    content: str | None = None
+    occurred_at: datetime | None = None
+    created_at: datetime
+    source_timestamp: datetime | None = None
+    source_type: str | None = None
+    source_name: str | None = None
+    source_url: str | None = None
+    external_id: str | None = None
+    content_type: str = "text/plain"
+    source: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+
+class RecallChunk(_Model):
+    """One chunk in a recall result.
+
+    ``score`` is the normalised fused rank within this result (top hit ~1.0), not a
+    confidence. ``channel_scores`` / ``channel_ranks`` hold each channel's raw score and
+    1-based rank; ``vector_similarity`` is the raw cosine when the vector channel saw it.
+    """
+
+    id: str
+    document_id: str
+    content: str
+    score: float
+    index: int = 0
+    start_char: int = 0
+    end_char: int = 0
+    occurred_at: datetime | None = None
+    created_at: datetime | None = None
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    channels: list[str] = Field(default_factory=list)
+    channel_scores: dict[str, float] = Field(default_factory=dict)
+    channel_ranks: dict[str, int] = Field(default_factory=dict)
+    vector_similarity: float | None = None
+    rerank_score: float | None = None
+    entity_ids: list[str] = Field(default_factory=list)
+    entity_names: list[str] = Field(default_factory=list)
+
+
+class EntityProjection(_Model):
+    """An entity as recall and the entity read APIs return it."""
+
+    id: str
+    name: str
+    type: str
+    aliases: list[str] = Field(default_factory=list)
+    description: str | None = None
+    mention_count: int = 0
+    score: float | None = None
+    document_ids: list[str] = Field(default_factory=list)
+    source_documents: list[DocumentProjection] | None = None
+
+
+class RelationshipProjection(_Model):
+    """A relationship between two entities in the result set."""
+
+    id: str
+    source_id: str
+    source_name: str | None = None
+    target_id: str
+    target_name: str | None = None
+    type: str
+    description: str | None = None
+    weight: float = 1.0
+    document_id: str
+
+
+class RecallResult(_Model):
+    """What ``recall()`` returns.
+
+    ``documents`` holds every document that a chunk, entity or relationship references.
+    ``engine_info`` carries the routing decision, channel timings, ``max_raw_vector_score``,
+    the filter pushdown report under ``"filter"`` and ``"abstention_signals"``.
+    """
+
+    query: str
+    namespace_id: str
+    chunks: list[RecallChunk] = Field(default_factory=list)
+    entities: list[EntityProjection] = Field(default_factory=list)
+    relationships: list[RelationshipProjection] = Field(default_factory=list)
+    documents: list[DocumentProjection] = Field(default_factory=list)
+    engine_info: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def should_abstain(self) -> bool:
+        """Shortcut for ``engine_info["abstention_signals"]["should_abstain"]``."""
+        return bool(self.engine_info.get("abstention_signals", {}).get("should_abstain", False))

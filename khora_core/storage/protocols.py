@@ -1,0 +1,238 @@
+"""What the engine needs from storage, as small protocols.
+
+A *stack* (``StorageStack``) bundles one implementation of each capability:
+
+* ``DocumentStore``: namespaces, documents and chunks (system fields + metadata), the
+  atomic ``write`` of a ``WriteBatch``, ``delete_document`` and ``stats``;
+* ``VectorIndex``: chunk vector search with filter pushdown;
+* ``KeywordIndex``: BM25 chunk search with filter pushdown;
+* ``GraphStore``: entity and chunk nodes, ``MENTIONED_IN``, typed relationships,
+  ``AT_TIME`` time nodes, neighbourhood expansion, entity vector search.
+
+Every method takes ``namespace_id`` first and keyword-free; no method can reach across
+namespaces. Filters arrive as a parsed ``RecallFilter``; a search returns a
+``SearchPage`` that says which filter keys it enforced in the backend query
+(``pushed_keys``) and which it re-checked in memory (``post_filtered_keys``).
+
+Stacks in this package: ``sqlite_lance`` (embedded default) and ``postgres`` (PostgreSQL +
+pgvector documents/vectors/BM25, Neo4j graph).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from khora_core.models import (
+    Chunk,
+    ChunkHit,
+    Document,
+    Entity,
+    Namespace,
+    NamespaceStats,
+    Relationship,
+    WriteBatch,
+)
+
+if TYPE_CHECKING:
+    from khora_core.filters import RecallFilter
+
+__all__ = [
+    "DocumentStore",
+    "EntityHit",
+    "GraphStore",
+    "KeywordIndex",
+    "Neighbourhood",
+    "SearchPage",
+    "StorageStack",
+    "VectorIndex",
+]
+
+
+@dataclass
+class SearchPage:
+    """One channel's hits plus what it did with the filter."""
+
+    hits: list[ChunkHit] = field(default_factory=list)
+    pushed_keys: list[str] = field(default_factory=list)
+    post_filtered_keys: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EntityHit:
+    entity: Entity
+    score: float
+
+
+@dataclass
+class Neighbourhood:
+    """Entities reached from seeds within ``depth`` hops, with the edges walked.
+
+    ``distance`` maps entity id to its hop count from the nearest seed (seeds are 0).
+    """
+
+    entities: list[Entity] = field(default_factory=list)
+    relationships: list[Relationship] = field(default_factory=list)
+    distance: dict[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    async def create_namespace(self, namespace: Namespace) -> None: ...
+    async def get_namespace(self, namespace_id: str) -> Namespace | None: ...
+    async def list_namespaces(self) -> list[Namespace]: ...
+
+    async def find_document_by_hash(self, namespace_id: str, content_hash: str) -> Document | None: ...
+    async def find_documents_by_external_id(self, namespace_id: str, external_id: str) -> list[Document]: ...
+    async def get_documents(self, namespace_id: str, document_ids: Sequence[str]) -> list[Document]: ...
+    async def get_chunks(self, namespace_id: str, chunk_ids: Sequence[str]) -> list[Chunk]: ...
+    async def newest_occurred_at(self, namespace_id: str) -> datetime | None: ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    async def search(
+        self,
+        namespace_id: str,
+        vector: Sequence[float],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        min_similarity: float = 0.0,
+        ef_search: int | None = None,
+    ) -> SearchPage:
+        """Top ``limit`` chunks by cosine similarity (``score`` is the raw cosine)."""
+        ...
+
+
+@runtime_checkable
+class KeywordIndex(Protocol):
+    async def search(
+        self,
+        namespace_id: str,
+        query: str,
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+    ) -> SearchPage:
+        """Top ``limit`` chunks by BM25 (k1 and b from the stack's config)."""
+        ...
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    async def get_entity(self, namespace_id: str, entity_id: str) -> Entity | None: ...
+    async def get_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> list[Entity]: ...
+    async def list_entities(
+        self, namespace_id: str, *, offset: int = 0, limit: int = 100, type: str | None = None
+    ) -> list[Entity]: ...
+    async def find_entities_by_name(
+        self, namespace_id: str, names: Sequence[str]
+    ) -> list[Entity]:
+        """Exact, case-insensitive matches on name or alias."""
+        ...
+
+    async def search_entities_by_vector(
+        self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
+    ) -> list[EntityHit]: ...
+    async def neighbourhood(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        depth: int,
+        max_fanout: int = 50,
+        relationship_types: Sequence[str] | None = None,
+    ) -> Neighbourhood: ...
+    async def chunks_for_entities(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        temporal_sort: bool = False,
+    ) -> SearchPage:
+        """Chunks linked by ``MENTIONED_IN`` to the entities, best first.
+
+        Ordered by total mentions of the given entities (``temporal_sort``: by
+        ``occurred_at`` DESC first). ``score`` is the mention count.
+        """
+        ...
+
+    async def entities_for_chunks(
+        self, namespace_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, list[Entity]]: ...
+    async def relationships_among(
+        self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
+    ) -> list[Relationship]: ...
+    async def documents_for_entities(
+        self, namespace_id: str, entity_ids: Sequence[str]
+    ) -> dict[str, list[str]]: ...
+    async def time_nodes_for_chunk(self, namespace_id: str, chunk_id: str) -> list[str]:
+        """The ``AT_TIME`` time-node keys (ISO dates, ``YYYY-MM-DD``) of a chunk."""
+        ...
+
+    async def list_relationships(
+        self,
+        namespace_id: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 1000,
+    ) -> list[Relationship]:
+        """Relationships touching any of ``entity_ids`` (all when None), optionally by type."""
+        ...
+
+    async def upsert_graph(
+        self,
+        namespace_id: str,
+        *,
+        entities: Sequence[Entity] = (),
+        relationships: Sequence[Relationship] = (),
+    ) -> None:
+        """Insert or update entities and relationships that are not tied to a new document
+        (used by the LlamaIndex property graph store). Entities merge by id."""
+        ...
+
+    async def delete_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> int:
+        """Delete entities with their mentions and relationships; returns how many went."""
+        ...
+
+
+class StorageStack(Protocol):
+    """A complete storage stack; ``name`` is ``"sqlite_lance"`` or ``"postgres"``."""
+
+    name: str
+    documents: DocumentStore
+    vectors: VectorIndex
+    keywords: KeywordIndex
+    graph: GraphStore
+
+    async def open(self) -> None:
+        """Connect, check, migrate. Raises ``ConfigError``/``StorageUnavailableError``."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    async def write(self, namespace_id: str, batch: WriteBatch) -> None:
+        """Land a whole batch (document, chunks, vectors, keyword terms, graph) or none of it.
+
+        Document ids in ``batch.replaces`` are deleted in the same write. On a stack that
+        spans two servers, a failure on one side is compensated so recall never sees a
+        half-written document.
+        """
+        ...
+
+    async def delete_document(self, namespace_id: str, document_id: str) -> bool:
+        """Remove a document everywhere: chunks, vectors, keyword terms, chunk and time
+        links, relationships learned from it, and entities left with no mention."""
+        ...
+
+    async def delete_namespace(self, namespace_id: str) -> bool:
+        """Remove a namespace and everything in it."""
+        ...
+
+    async def stats(self, namespace_id: str) -> NamespaceStats: ...
