@@ -1,0 +1,440 @@
+"""``Khora``: the async facade users hold, and ``KhoraSync``, its thin sync twin."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from khora_core.config import KhoraConfig, VectorCypherConfig
+from khora_core.errors import ConfigError, InvalidInputError, NamespaceNotFoundError
+from khora_core.models import (
+    EntityProjection,
+    Namespace,
+    NamespaceStats,
+    RecallResult,
+    RememberResult,
+    SearchMode,
+)
+from khora_core.sync import run_sync
+
+__all__ = ["Khora", "KhoraSync"]
+
+
+class Khora:
+    """Khora's memory engine: ``remember``, ``recall``, ``forget`` over one storage stack.
+
+    Use it as an async context manager::
+
+        async with Khora() as kb:                      # embedded store in ./.khora
+            ns = await kb.create_namespace("notes")
+            await kb.remember("Ada Lovelace worked with Charles Babbage.", namespace=ns.namespace_id)
+            result = await kb.recall("Who did Ada work with?", namespace=ns.namespace_id)
+
+    Args:
+        url: ``None`` for the embedded ``sqlite_lance`` store under ``KHORA_DATA_DIR``
+            (default ``./.khora``); a ``postgresql://`` URL for PostgreSQL + pgvector with
+            Neo4j from ``KHORA_NEO4J_URL`` (or ``config.storage.neo4j_url``). Defaults to
+            ``KHORA_DATABASE_URL`` when set.
+        engine: the engine name; ``"vectorcypher"`` (the default and only engine).
+        engine_kwargs: forwarded to the engine, e.g.
+            ``{"vectorcypher_config": VectorCypherConfig(skeleton_core_ratio=1.0)}``.
+        config: a ``KhoraConfig``; built from the environment when omitted.
+        embedder: any Khora ``Embedder``, LangChain ``Embeddings`` or LlamaIndex
+            ``BaseEmbedding``; the configured sentence-transformers model when omitted.
+        data_dir: shortcut for ``config.storage.data_dir`` (embedded store only).
+
+    Raises:
+        ConfigError: an unknown engine, a bad URL, a wrong password or a missing
+            pgvector extension (at ``open()``/``__aenter__``).
+        StorageUnavailableError: a database server cannot be reached (at ``open()``).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: str = "vectorcypher",
+        engine_kwargs: Mapping[str, Any] | None = None,
+        config: KhoraConfig | None = None,
+        embedder: Any = None,
+        data_dir: str | None = None,
+    ) -> None:
+        from khora_core.engines import ENGINES
+
+        if engine not in ENGINES:
+            raise ConfigError(
+                f"Unknown engine {engine!r}. Available engines: {', '.join(sorted(ENGINES))}.",
+                setting="engine",
+            )
+        self._engine_name = engine
+        self._engine_kwargs = dict(engine_kwargs or {})
+        self._config_arg = config
+        self._url = url
+        self._data_dir = data_dir
+        self._embedder_arg = embedder
+        self._engine: Any = None
+        self._stack: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def open(self) -> Khora:
+        """Build the config, the embedder and the storage stack; connect and migrate."""
+        if self._engine is not None:
+            return self
+        from khora_core.embedding.factory import build_embedder
+        from khora_core.engines import ENGINES
+        from khora_core.storage.stack import open_stack
+
+        config = self._config_arg or KhoraConfig()
+        storage_overrides: dict[str, Any] = {}
+        if self._url is not None:
+            storage_overrides["database_url"] = self._url
+        if self._data_dir is not None:
+            storage_overrides["data_dir"] = self._data_dir
+        if storage_overrides:
+            config = config.model_copy(
+                update={"storage": config.storage.model_copy(update=storage_overrides)}
+            )
+        vc = self._engine_kwargs.get("vectorcypher_config")
+        if vc is not None:
+            if not isinstance(vc, VectorCypherConfig):
+                vc = VectorCypherConfig(**dict(vc))
+            config = config.model_copy(update={"vectorcypher": vc})
+        self.config = config
+        embedder = build_embedder(config.embedding, self._embedder_arg)
+        self._stack = await open_stack(config.storage, dim=embedder.dimension)
+        extra = {k: v for k, v in self._engine_kwargs.items() if k != "vectorcypher_config"}
+        try:
+            self._engine = ENGINES[self._engine_name](stack=self._stack, embedder=embedder, config=config, **extra)
+        except TypeError as exc:
+            await self._stack.aclose()
+            raise ConfigError(f"Bad engine_kwargs for {self._engine_name!r}: {exc}", setting="engine_kwargs") from exc
+        return self
+
+    async def aclose(self) -> None:
+        """Close connections. Safe to call twice."""
+        if self._stack is not None:
+            await self._stack.aclose()
+        self._stack = None
+        self._engine = None
+
+    async def __aenter__(self) -> Khora:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def engine(self) -> Any:
+        if self._engine is None:
+            raise ConfigError("Khora is not open: use `async with Khora() as kb:` or `await kb.open()`")
+        return self._engine
+
+    @property
+    def storage_backend(self) -> str:
+        """``"sqlite_lance"`` or ``"postgres"``."""
+        return str(self.engine.stack.name)
+
+    # -- namespaces ----------------------------------------------------------------------
+    async def create_namespace(
+        self, name: str | None = None, *, namespace_id: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> Namespace:
+        """Create a namespace (an isolated memory space) and return it.
+
+        Args:
+            name: a human label (optional, not unique).
+            namespace_id: a stable id of your choosing; a random UUID when omitted. Creating
+                an id that exists returns the existing namespace.
+            metadata: free-form JSON metadata kept with the namespace.
+        """
+        docs = self.engine.stack.documents
+        if namespace_id is not None:
+            _check_namespace_id(namespace_id)
+            existing = await docs.get_namespace(namespace_id)
+            if existing is not None:
+                return existing
+        ns = Namespace(
+            namespace_id=namespace_id or str(uuid.uuid4()),
+            name=name,
+            created_at=datetime.now(timezone.utc),
+            metadata=dict(metadata or {}),
+        )
+        await docs.create_namespace(ns)
+        return ns
+
+    async def list_namespaces(self) -> list[Namespace]:
+        """All namespaces in this store."""
+        return list(await self.engine.stack.documents.list_namespaces())
+
+    async def get_namespace(self, namespace_id: str) -> Namespace:
+        """Raises ``NamespaceNotFoundError`` when it does not exist."""
+        ns = await self.engine.stack.documents.get_namespace(namespace_id)
+        if ns is None:
+            raise NamespaceNotFoundError(
+                f"Namespace {namespace_id!r} does not exist. Create it with create_namespace()."
+            )
+        return ns
+
+    async def delete_namespace(self, namespace_id: str) -> bool:
+        """Delete a namespace and everything in it. Returns False when it did not exist."""
+        return bool(await self.engine.stack.delete_namespace(namespace_id))
+
+    # -- write ---------------------------------------------------------------------------
+    async def remember(self, content: str, *, namespace: str, **kwargs: Any) -> RememberResult:
+        """Store ``content`` in ``namespace``: chunk, embed, extract entities, link the graph.
+
+        Keyword arguments: ``title``, ``metadata``, ``entity_types``, ``relationship_types``,
+        ``occurred_at`` (or ``metadata["occurred_at"]``), ``source_type``, ``source_name``,
+        ``source_url``, ``external_id`` (re-remembering the same id replaces the old version),
+        ``content_type`` (``text/plain`` or ``text/markdown``), ``source_timestamp``,
+        ``tags``, ``source``. The same content twice in one namespace is stored once
+        (``RememberResult.duplicate``).
+
+        Raises:
+            InvalidInputError: empty content (``ContentTooLargeError``,
+                ``UnsupportedContentError`` for the other input problems).
+            NamespaceNotFoundError: the namespace does not exist.
+        """
+        await self.get_namespace(namespace)
+        return await self.engine.remember(content, namespace_id=namespace, **kwargs)
+
+    async def remember_batch(
+        self,
+        items: Sequence[Mapping[str, Any] | str],
+        *,
+        namespace: str,
+        concurrency: int | None = None,
+        progress: bool = False,
+    ) -> Any:
+        """Remember many items (dicts with ``content`` plus ``remember`` keywords, or strings).
+
+        Returns a ``BatchResult`` reporting each item's ``RememberResult`` or error, in order;
+        one bad item never loses the others.
+        """
+        await self.get_namespace(namespace)
+        normalised = [{"content": it} if isinstance(it, str) else dict(it) for it in items]
+        return await self.engine.remember_batch(
+            normalised, namespace_id=namespace, concurrency=concurrency, progress=progress
+        )
+
+    async def forget(
+        self, document_id: str | None = None, *, namespace: str, external_id: str | None = None
+    ) -> bool:
+        """Remove a document (by id or ``external_id``) everywhere, with orphaned entities.
+
+        Returns True when something was removed.
+        """
+        if (document_id is None) == (external_id is None):
+            raise InvalidInputError("forget() takes exactly one of document_id or external_id")
+        await self.get_namespace(namespace)
+        return bool(await self.engine.forget(namespace_id=namespace, document_id=document_id, external_id=external_id))
+
+    # -- read ----------------------------------------------------------------------------
+    async def recall(
+        self,
+        query: str,
+        *,
+        namespace: str,
+        limit: int = 10,
+        mode: SearchMode | str = SearchMode.HYBRID,
+        min_similarity: float = 0.0,
+        filter: Any = None,
+        start_time: datetime | None = None,
+        end_time: datetime | None = None,
+        now: datetime | None = None,
+    ) -> RecallResult:
+        """Answer ``query`` from ``namespace``'s memory.
+
+        Args:
+            query: the question.
+            namespace: the namespace id.
+            limit: the most chunks to return.
+            mode: which channels run (``SearchMode``).
+            min_similarity: raw cosine cutoff on the vector channel (before normalisation).
+            filter: a ``RecallFilter`` or dict; a hard gate on system fields and metadata.
+            start_time: deprecated; a window over ``COALESCE(source_timestamp, created_at)``.
+            end_time: deprecated; see ``start_time``.
+            now: the reference for relative dates in the question ("last week"); defaults
+                to the newest ``occurred_at`` in the namespace.
+
+        Raises:
+            RecallFilterValidationError: the filter is malformed (before any search).
+            ValueError: ``filter`` combined with ``start_time``/``end_time``.
+            NamespaceNotFoundError: the namespace does not exist.
+        """
+        from khora_core.filters import RecallFilter
+
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("recall() needs a non-empty query string")
+        if limit < 1:
+            raise InvalidInputError(f"limit must be >= 1, got {limit}")
+        try:
+            mode = SearchMode(mode)
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"Unknown mode {mode!r}; use one of {[m.value for m in SearchMode]}"
+            ) from exc
+        parsed = RecallFilter.parse(filter) if filter is not None else None
+        window = None
+        if start_time is not None or end_time is not None:
+            if parsed is not None:
+                raise ValueError(
+                    "recall(): filter= cannot be combined with the deprecated start_time/end_time; "
+                    'use filter={"occurred_at": {"$gte": start, "$lt": end}} instead'
+                )
+            warnings.warn(
+                "recall(start_time=, end_time=) is deprecated: it windows COALESCE(source_timestamp, "
+                'created_at). Use filter={"occurred_at": {"$gte": ..., "$lt": ...}} instead.',
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            window = (_aware(start_time), _aware(end_time))
+        await self.get_namespace(namespace)
+        return await self.engine.recall(
+            query,
+            namespace_id=namespace,
+            limit=limit,
+            mode=mode,
+            min_similarity=min_similarity,
+            filter=parsed,
+            time_window=window,
+            now=_aware(now),
+        )
+
+    async def stats(self, namespace: str) -> NamespaceStats:
+        """Document, chunk, entity and relationship counts of a namespace."""
+        await self.get_namespace(namespace)
+        return await self.engine.stack.stats(namespace)
+
+    # -- entity reads (namespace_id= is required, keyword-only) ----------------------------
+    async def get_entity(
+        self, entity_id: str, *, namespace_id: str, include_sources: bool = False
+    ) -> EntityProjection | None:
+        """One entity by id, or None."""
+        return await self.engine.entities.get_entity(entity_id, namespace_id=namespace_id, include_sources=include_sources)
+
+    async def list_entities(
+        self,
+        *,
+        namespace_id: str,
+        offset: int = 0,
+        limit: int = 100,
+        type: str | None = None,
+        include_sources: bool = False,
+    ) -> list[EntityProjection]:
+        """A page of entities, most mentioned first."""
+        return await self.engine.entities.list_entities(
+            namespace_id=namespace_id, offset=offset, limit=limit, type=type, include_sources=include_sources
+        )
+
+    async def search_entities(
+        self,
+        query: str,
+        *,
+        namespace_id: str,
+        limit: int = 10,
+        method: str = "all",
+        include_sources: bool = False,
+    ) -> list[EntityProjection]:
+        """Entities matching ``query`` exactly, fuzzily (edit distance) or by embedding.
+
+        ``method`` is ``"exact"``, ``"fuzzy"``, ``"embedding"`` or ``"all"``.
+        """
+        return await self.engine.entities.search_entities(
+            query, namespace_id=namespace_id, limit=limit, method=method, include_sources=include_sources
+        )
+
+    async def find_related_entities(
+        self,
+        entity_id: str,
+        *,
+        namespace_id: str,
+        depth: int = 1,
+        relationship_types: Sequence[str] | None = None,
+        limit: int = 50,
+        include_sources: bool = False,
+    ) -> list[EntityProjection]:
+        """Entities within ``depth`` hops of ``entity_id`` (optionally over some relationship types)."""
+        return await self.engine.entities.find_related_entities(
+            entity_id,
+            namespace_id=namespace_id,
+            depth=depth,
+            relationship_types=relationship_types,
+            limit=limit,
+            include_sources=include_sources,
+        )
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInputError(f"expected a datetime, got {type(value).__name__}")
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _check_namespace_id(namespace_id: str) -> None:
+    if not isinstance(namespace_id, str) or not namespace_id or len(namespace_id) > 200:
+        raise InvalidInputError("namespace_id must be a non-empty string of at most 200 characters")
+
+
+_SYNC_METHODS = (
+    "create_namespace",
+    "list_namespaces",
+    "get_namespace",
+    "delete_namespace",
+    "remember",
+    "remember_batch",
+    "recall",
+    "forget",
+    "stats",
+    "get_entity",
+    "list_entities",
+    "search_entities",
+    "find_related_entities",
+)
+
+
+class KhoraSync:
+    """The sync twin of ``Khora`` for scripts and notebooks; same arguments, same results.
+
+    Every method runs the async one through ``khora_core.sync.run_sync``::
+
+        with KhoraSync() as kb:
+            ns = kb.create_namespace("notes")
+            kb.remember("...", namespace=ns.namespace_id)
+    """
+
+    def __init__(self, url: str | None = None, **kwargs: Any) -> None:
+        self.aio = Khora(url, **kwargs)
+
+    def open(self) -> KhoraSync:
+        run_sync(self.aio.open())
+        return self
+
+    def close(self) -> None:
+        run_sync(self.aio.aclose())
+
+    def __enter__(self) -> KhoraSync:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _make_sync(name: str) -> Any:
+    async_method = getattr(Khora, name)
+
+    @functools.wraps(async_method)
+    def method(self: KhoraSync, *args: Any, **kwargs: Any) -> Any:
+        return run_sync(getattr(self.aio, name)(*args, **kwargs))
+
+    method.__doc__ = f"Sync twin of ``Khora.{name}``. See ``Khora.{name}``."
+    return method
+
+
+for _name in _SYNC_METHODS:
+    setattr(KhoraSync, _name, _make_sync(_name))

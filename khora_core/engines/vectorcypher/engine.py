@@ -1,0 +1,117 @@
+"""``VectorCypherEngine``: the spec's engine, wiring ingest and retrieval to one stack."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from khora_core.config import KhoraConfig
+from khora_core.embedding.base import Embedder
+from khora_core.engines.vectorcypher.entities import EntityReader
+from khora_core.models import RecallResult, RememberResult, SearchMode
+from khora_core.storage.protocols import StorageStack
+
+if TYPE_CHECKING:
+    from khora_core.filters import RecallFilter
+    from khora_core.llm.client import LLMClient
+
+__all__ = ["VectorCypherEngine"]
+
+
+class VectorCypherEngine:
+    """Hybrid memory over a ``StorageStack``.
+
+    Args:
+        stack: an opened storage stack.
+        embedder: the embedder for chunks, entities and queries.
+        config: the global configuration; ``config.vectorcypher`` holds the engine knobs.
+        llm: an ``LLMClient``; built from ``config.llm`` when a model is configured.
+        extractor: an entity extractor; the LLM extractor when an LLM is configured,
+            otherwise the offline extractor.
+    """
+
+    name = "vectorcypher"
+
+    def __init__(
+        self,
+        *,
+        stack: StorageStack,
+        embedder: Embedder,
+        config: KhoraConfig,
+        llm: LLMClient | None = None,
+        extractor: Any = None,
+    ) -> None:
+        from khora_core.ingest.pipeline import IngestPipeline
+        from khora_core.retrieval.pipeline import RecallPipeline
+
+        self.stack = stack
+        self.embedder = embedder
+        self.config = config
+        if llm is None and config.llm.model:
+            from khora_core.llm.client import LLMClient
+
+            llm = LLMClient(config.llm)
+        self.llm = llm
+        if extractor is None:
+            if llm is not None:
+                from khora_core.ingest.extract_llm import LLMExtractor
+
+                extractor = LLMExtractor(llm, concurrency=config.llm.concurrency)
+            else:
+                from khora_core.ingest.extract_offline import OfflineExtractor
+
+                extractor = OfflineExtractor()
+        self.extractor = extractor
+        self.ingest = IngestPipeline(stack=stack, embedder=embedder, extractor=extractor, config=config)
+        self.retrieval = RecallPipeline(stack=stack, embedder=embedder, config=config, llm=llm)
+        self.entities = EntityReader(stack=stack, embedder=embedder, config=config)
+
+    async def remember(self, content: str, *, namespace_id: str, **kwargs: Any) -> RememberResult:
+        return await self.ingest.remember(content, namespace_id=namespace_id, **kwargs)
+
+    async def remember_batch(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        namespace_id: str,
+        concurrency: int | None = None,
+        progress: bool = False,
+    ) -> Any:
+        return await self.ingest.remember_batch(
+            items, namespace_id=namespace_id, concurrency=concurrency, progress=progress
+        )
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        namespace_id: str,
+        limit: int,
+        mode: SearchMode,
+        min_similarity: float,
+        filter: RecallFilter | None,
+        time_window: tuple[datetime | None, datetime | None] | None,
+        now: datetime | None,
+    ) -> RecallResult:
+        return await self.retrieval.recall(
+            query,
+            namespace_id=namespace_id,
+            limit=limit,
+            mode=mode,
+            min_similarity=min_similarity,
+            filter=filter,
+            time_window=time_window,
+            now=now,
+        )
+
+    async def forget(
+        self, *, namespace_id: str, document_id: str | None = None, external_id: str | None = None
+    ) -> bool:
+        if document_id is not None:
+            return bool(await self.stack.delete_document(namespace_id, document_id))
+        docs = await self.stack.documents.find_documents_by_external_id(namespace_id, str(external_id))
+        removed = False
+        for doc in docs:
+            removed = bool(await self.stack.delete_document(namespace_id, doc.id)) or removed
+        return removed
