@@ -16,3 +16,39 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.neo4j", "tests.fixtures.stacks"]
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+# -- recorded LLM traffic (pytest-recording / vcrpy) ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict[str, object]:
+    # Match on the body: vcrpy's default ignores it and would replay an old answer for a new
+    # prompt. Auth headers never reach a cassette.
+    return {
+        "match_on": ["method", "scheme", "host", "port", "path", "query", "body"],
+        "filter_headers": ["authorization", "api-key", "x-api-key", "openai-organization", "cookie"],
+        "decode_compressed_response": True,
+    }
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail loudly, with the fix, when a cassette-backed test has no cassette."""
+    if item.get_closest_marker("vcr") is None or os.environ.get("KHORA_RECORDING"):
+        return
+    if item.config.getoption("--record-mode", default="none") not in (None, "none"):
+        return
+    from pytest_recording.plugin import get_default_cassette_name
+
+    module = Path(str(item.fspath))
+    name = get_default_cassette_name(getattr(item, "cls", None), item.name)
+    cassette = module.parent / "cassettes" / module.stem / f"{name}.yaml"
+    if not cassette.exists():
+        pytest.fail(
+            f"No recorded LLM cassette for {item.nodeid} (expected {cassette.relative_to(Path.cwd()) if cassette.is_relative_to(Path.cwd()) else cassette}). "
+            "Re-record the cassettes from a real model with `make cassettes`.",
+            pytrace=False,
+        )
