@@ -1,0 +1,1 @@
+"""Benchmarks: each prints its figures and ratios; none asserts on time."""

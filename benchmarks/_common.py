@@ -1,0 +1,123 @@
+"""Shared benchmark helpers: data paths, a disk-cached embedder, stack configs, tables."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from khora_core import KhoraConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("KHORA_DATA_ROOT", ROOT.parent / "shared" / "data"))
+CACHE = Path(os.environ.get("KHORA_BENCH_CACHE", Path.home() / ".cache" / "khora" / "bench"))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open() as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+class CachedEmbedder:
+    """Wraps Khora's default embedder with an on-disk cache keyed by text hash.
+
+    Benchmarks embed the same corpora many times (per stack, per run); the cache makes
+    the embedding cost paid once per machine while every vector is still a real
+    all-MiniLM-L6-v2 embedding.
+    """
+
+    def __init__(self, inner: Any | None = None) -> None:
+        from khora_core.embedding.factory import build_embedder
+
+        self.inner = inner or build_embedder(None)
+        self.name = f"cached:{self.inner.name}"
+        self.dimension = self.inner.dimension
+        CACHE.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(CACHE / "embeddings.sqlite"), check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB)")
+        self.hits = 0
+        self.misses = 0
+
+    def _key(self, text: str, kind: str) -> str:
+        return hashlib.sha256(f"{self.inner.name}|{kind}|{text}".encode()).hexdigest()
+
+    async def _embed(self, texts: Sequence[str], kind: str) -> list[list[float]]:
+        keys = [self._key(t, kind) for t in texts]
+        found: dict[str, list[float]] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            q = f"SELECT k, v FROM emb WHERE k IN ({','.join('?' * len(part))})"
+            for k, v in self._db.execute(q, part):
+                found[k] = np.frombuffer(v, dtype=np.float32).tolist()
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            miss_texts = [texts[i] for i in missing]
+            if kind == "q":
+                vecs = [await self.inner.embed_query(t) for t in miss_texts]
+            else:
+                vecs = await self.inner.embed_documents(miss_texts)
+            rows = []
+            for i, v in zip(missing, vecs):
+                found[keys[i]] = list(v)
+                rows.append((keys[i], np.asarray(v, dtype=np.float32).tobytes()))
+            self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)", rows)
+            self._db.commit()
+        return [found[k] for k in keys]
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._embed(texts, "d")
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self._embed([text], "q"))[0]
+
+
+def stack_configs(which: str, **sections: Any) -> dict[str, KhoraConfig]:
+    """``{"sqlite_lance": cfg, "postgres": cfg}`` for the stacks asked for (``all`` = both
+    when the PostgreSQL/Neo4j env variables are set, as ``make bench-*`` does)."""
+    out: dict[str, KhoraConfig] = {}
+    if which in ("all", "sqlite_lance"):
+        tmp = tempfile.mkdtemp(prefix="khora-bench-")
+        out["sqlite_lance"] = KhoraConfig(storage={"data_dir": tmp, "database_url": None}, **sections)
+    if which in ("all", "postgres") and os.environ.get("KHORA_DATABASE_URL"):
+        out["postgres"] = KhoraConfig(**sections)
+    elif which == "postgres":
+        raise SystemExit("postgres stack asked for but KHORA_DATABASE_URL is not set (use make bench-*)")
+    return out
+
+
+@contextmanager
+def timer() -> Iterator[dict[str, float]]:
+    box: dict[str, float] = {}
+    t0 = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box["s"] = time.perf_counter() - t0
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else float("nan")
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def fmt(v: Any) -> str:
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    cells = [[fmt(c) for c in r] for r in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    print(f"\n## {title}\n")
+    print("| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in cells:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
