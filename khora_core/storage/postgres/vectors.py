@@ -1,0 +1,141 @@
+"""Chunk vector search on pgvector's HNSW index (cosine)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import asyncpg
+import numpy as np
+
+from khora_core.config import StorageConfig
+from khora_core.errors import InvalidInputError
+from khora_core.models import ChunkHit
+from khora_core.storage.postgres.pool import PgPool
+from khora_core.storage.postgres.rows import CHUNK_COLUMNS, chunk_from_row
+from khora_core.storage.protocols import SearchPage
+
+if TYPE_CHECKING:
+    from khora_core.filters import RecallFilter
+
+__all__ = ["PostgresVectorIndex"]
+
+_MAX_FETCH = 10_000
+#: pgvector's upper bound for hnsw.ef_search.
+_MAX_EF_SEARCH = 1000
+
+_SEARCH_SQL = """
+SELECT {columns}, 1 - (c.embedding <=> $2) AS score
+FROM khora_chunks c
+WHERE c.namespace_id = $1 AND c.embedding IS NOT NULL AND ({filter})
+ORDER BY c.embedding <=> $2
+LIMIT $3
+"""
+
+
+class PostgresVectorIndex:
+    """``VectorIndex`` on PostgreSQL + pgvector.
+
+    Each query runs in its own transaction with ``SET LOCAL hnsw.ef_search`` and, on
+    pgvector 0.8+, ``SET LOCAL hnsw.iterative_scan = strict_order``: the HNSW index is
+    shared by all namespaces, so without iterative scans the namespace and filter
+    predicates could leave fewer than ``limit`` rows out of the ``ef_search`` candidates.
+
+    Args:
+        pool: the opened database.
+        config: ``hnsw_ef_search`` (default per query) comes from here (default: the
+            pool's config).
+    """
+
+    def __init__(self, pool: PgPool, config: StorageConfig | None = None) -> None:
+        self._pool = pool
+        self.ef_search = int((config or pool.config).hnsw_ef_search)
+
+    async def search(
+        self,
+        namespace_id: str,
+        vector: Sequence[float],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        min_similarity: float = 0.0,
+        ef_search: int | None = None,
+    ) -> SearchPage:
+        """Top ``limit`` chunks of the namespace by cosine similarity to ``vector``.
+
+        ``score`` is the raw cosine (1 - cosine distance); hits below ``min_similarity``
+        are dropped. A filter is compiled into the query; what it could not push down is
+        checked in memory, fetching more rows when that check drops some.
+
+        Raises:
+            InvalidInputError: wrong vector dimension or a negative ``limit``.
+            StorageUnavailableError: the server is unreachable.
+        """
+        if limit < 0:
+            raise InvalidInputError(f"limit must be >= 0, got {limit}")
+        query = np.asarray(vector, dtype=np.float32)
+        if query.ndim != 1 or query.shape[0] != self._pool.dim:
+            raise InvalidInputError(
+                f"query vector has {query.shape[-1] if query.ndim else 0} dimensions, the store holds {self._pool.dim}"
+            )
+        where, params, pushed, residual_keys, needs_check = "TRUE", [], [], [], False
+        if filter is not None:
+            from khora_core.filters import compile_postgres
+
+            compiled = compile_postgres(filter, table_alias="c", param_start=4)
+            where, params = compiled.sql, list(compiled.params)
+            pushed, residual_keys = list(compiled.pushed_keys), list(compiled.residual_keys)
+            needs_check = compiled.residual is not None
+        if limit == 0:
+            return SearchPage(pushed_keys=pushed, post_filtered_keys=residual_keys)
+        sql = _SEARCH_SQL.format(columns=CHUNK_COLUMNS, filter=where)
+        base_ef = int(ef_search or self.ef_search)
+        fetch = limit * 4 if needs_check else limit
+        while True:
+            ef = max(1, min(_MAX_EF_SEARCH, max(base_ef, fetch)))
+            rows = await self._pool.read(
+                lambda conn, n=fetch, e=ef: self._query(conn, sql, e, namespace_id, query, n, params)
+            )
+            hits: list[ChunkHit] = []
+            below_threshold = False
+            for row in rows:
+                score = float(row["score"])
+                if math.isnan(score):  # a zero vector has no direction, hence no cosine
+                    continue
+                if score < min_similarity:
+                    below_threshold = True  # rows come nearest first: the rest are farther
+                    break
+                chunk = chunk_from_row(row)
+                # Defensive re-check, always: the SQL should already enforce the pushed part.
+                if filter is not None and not filter.matches(chunk.filter_record()):
+                    continue
+                hits.append(ChunkHit(chunk=chunk, score=score, rank=0))
+                if len(hits) == limit:
+                    break
+            if len(hits) >= limit or below_threshold or len(rows) < fetch or fetch >= _MAX_FETCH:
+                break
+            fetch = min(fetch * 4, _MAX_FETCH)
+        # Same-distance ties come back in index order; make the order deterministic.
+        hits.sort(key=lambda h: (-h.score, h.chunk.id))
+        for rank, hit in enumerate(hits, 1):
+            hit.rank = rank
+        return SearchPage(hits=hits, pushed_keys=pushed, post_filtered_keys=residual_keys)
+
+    async def _query(
+        self,
+        conn: asyncpg.Connection,
+        sql: str,
+        ef: int,
+        namespace_id: str,
+        query: np.ndarray,
+        fetch: int,
+        params: list[object],
+    ) -> list[asyncpg.Record]:
+        # SET takes no bind parameters; ef is an int we computed, never user text.
+        settings = f"SET LOCAL hnsw.ef_search = {int(ef)}"
+        if self._pool.iterative_scan:
+            settings += "; SET LOCAL hnsw.iterative_scan = strict_order"
+        async with conn.transaction():
+            await conn.execute(settings)
+            return await conn.fetch(sql, namespace_id, query, fetch, *params)
