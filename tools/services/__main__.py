@@ -25,7 +25,7 @@ from tools.services import neo4j, postgres
 def _start(state: Path) -> dict[str, str]:
     env: dict[str, str] = {}
     t0 = time.monotonic()
-    env.update(postgres.start(state / "postgres"))
+    env.update(postgres.start(state / "postgres", fsync=False))
     t1 = time.monotonic()
     env.update(neo4j.start(state / "neo4j"))
     t2 = time.monotonic()

@@ -1,0 +1,356 @@
+"""``GraphStore`` on Neo4j 5: entity and chunk nodes, ``MENTIONED_IN``, ``RELATES``, ``AT_TIME``.
+
+Every query is parameterised and names the namespace in each ``MATCH``; relationship types
+are a property (``RELATES {type}``), so user text never becomes Cypher text. Driver errors
+are translated at this boundary (see ``errors.py``). Point lookups (``get_entity``,
+``get_entities``, ``find_entities_by_name``, ``search_entities_by_vector``) return entity
+embeddings; listings and traversals leave ``Entity.embedding`` as ``None`` to stay light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import neo4j
+
+from khora_core.models import Entity, Relationship, WriteBatch
+from khora_core.storage.neo4j import write
+from khora_core.storage.neo4j.errors import translated
+from khora_core.storage.neo4j.records import (
+    ENTITY_FIELDS,
+    entity_from_props,
+    fold,
+    relationship_from_props,
+)
+from khora_core.storage.neo4j.schema import ensure_schema
+from khora_core.storage.neo4j.search import chunks_for_entities_tx, entity_vector_search_tx, neighbourhood_tx
+from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
+
+if TYPE_CHECKING:
+    from khora_core.filters import RecallFilter
+
+__all__ = ["Neo4jGraphStore"]
+
+T = TypeVar("T")
+
+_GET_ENTITIES = "UNWIND $ids AS id MATCH (e:Entity {namespace_id: $ns, id: id}) RETURN properties(e) AS e"
+
+_LIST_ENTITIES = f"""
+MATCH (e:Entity {{namespace_id: $ns}})
+WHERE $type IS NULL OR e.type = $type
+WITH e ORDER BY e.mention_count DESC, e.name_lower, e.id SKIP $offset LIMIT $limit
+RETURN e {ENTITY_FIELDS} AS e
+"""
+
+_FIND_BY_NAME = """
+MATCH (e:Entity {namespace_id: $ns}) WHERE e.name_lower IN $keys RETURN properties(e) AS e
+UNION
+MATCH (e:Entity {namespace_id: $ns}) WHERE any(a IN e.aliases_lower WHERE a IN $keys) RETURN properties(e) AS e
+"""
+
+_ENTITIES_FOR_CHUNKS = f"""
+MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
+WHERE c.id IN $ids
+WITH c.id AS chunk_id, e, m ORDER BY m.count DESC, e.name_lower, e.id
+RETURN chunk_id, collect(e {ENTITY_FIELDS}) AS entities
+"""
+
+_RELATIONSHIPS_AMONG = """
+MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
+WHERE s.id IN $ids AND t.id IN $ids
+RETURN properties(r) AS r, s.id AS source_id, t.id AS target_id
+ORDER BY r.weight DESC, r.id LIMIT $limit
+"""
+
+_DOCUMENTS_FOR_ENTITIES = """
+MATCH (e:Entity {namespace_id: $ns})-[:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
+WHERE e.id IN $ids
+RETURN e.id AS id, collect(DISTINCT c.document_id) AS documents
+"""
+
+_TIME_NODES = """
+MATCH (c:Chunk {namespace_id: $ns, id: $id})-[:AT_TIME]->(t:TimeNode {namespace_id: $ns})
+USING INDEX c:Chunk(namespace_id, id)
+RETURN t.key AS key ORDER BY key
+"""
+
+_LIST_RELATIONSHIPS = """
+MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
+WHERE $types IS NULL OR r.type IN $types
+RETURN properties(r) AS r, s.id AS source_id, t.id AS target_id
+ORDER BY r.weight DESC, r.id LIMIT $limit
+"""
+
+_LIST_RELATIONSHIPS_OF = """
+UNWIND $ids AS id
+MATCH (:Entity {namespace_id: $ns, id: id})-[r:RELATES]-(:Entity {namespace_id: $ns})
+WHERE $types IS NULL OR r.type IN $types
+WITH DISTINCT r
+RETURN properties(r) AS r, startNode(r).id AS source_id, endNode(r).id AS target_id
+ORDER BY r.weight DESC, r.id LIMIT $limit
+"""
+
+_COUNT_ENTITIES = "MATCH (e:Entity {namespace_id: $ns}) RETURN count(e) AS n"
+_COUNT_RELATIONSHIPS = (
+    "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->(:Entity {namespace_id: $ns}) RETURN count(r) AS n"
+)
+
+#: Labels a namespace owns, deleted in slices so one namespace never needs one huge transaction.
+_NAMESPACE_LABELS = ("Chunk", "Entity", "TimeNode")
+_DELETE_SLICE = 5000
+
+
+class Neo4jGraphStore:
+    """The graph half of the ``postgres`` stack, on Neo4j 5 (Community or Enterprise).
+
+    Construction does no I/O; call ``await ensure_schema()`` once before use (the queries
+    rely on its constraints, indexes and vector index).
+
+    Args:
+        driver: an open ``neo4j.AsyncDriver`` (see ``open_driver``); the caller owns and
+            closes it.
+        database: the Neo4j database holding the graph.
+        embedding_dim: dimension of entity embeddings (the vector index is built for it).
+    """
+
+    def __init__(
+        self, driver: neo4j.AsyncDriver, *, database: str = "neo4j", embedding_dim: int = 384
+    ) -> None:
+        self._driver = driver
+        self._database = database
+        self._dim = int(embedding_dim)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def _read(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
+        async with translated(), self._driver.session(database=self._database) as session:
+            return await session.execute_read(work, *args)
+
+    async def _write(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
+        async with translated(), self._driver.session(database=self._database) as session:
+            return await session.execute_write(work, *args)
+
+    async def _fetch(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        async def work(tx: neo4j.AsyncManagedTransaction) -> list[dict[str, Any]]:
+            result = await tx.run(query, params)
+            return await result.data()
+
+        return await self._read(work)
+
+    # -- schema and maintenance --------------------------------------------------------------
+
+    async def ensure_schema(self) -> None:
+        """Create the constraints and indexes (idempotent) and wait for them to be online.
+
+        Raises:
+            ConfigError: the vector index exists for another embedding dimension.
+            StorageUnavailableError: Neo4j cannot be reached.
+        """
+        async with translated():
+            await ensure_schema(self._driver, database=self._database, embedding_dim=self._dim)
+
+    async def write_batch(self, namespace_id: str, batch: WriteBatch) -> None:
+        """Land the graph part of ``batch`` in one transaction (replaced documents removed first).
+
+        Raises:
+            InvalidInputError: a mention or relationship names an unknown entity or chunk,
+                or an embedding has the wrong dimension; nothing was written.
+        """
+        await self._write(write.write_batch_tx, namespace_id, batch, self._dim)
+
+    async def delete_document(self, namespace_id: str, document_id: str) -> bool:
+        """Remove a document's chunks, links, relationships, orphaned entities and empty
+        time nodes; returns whether the graph held anything of it."""
+        return await self._write(write.delete_document_tx, namespace_id, document_id)
+
+    async def delete_namespace(self, namespace_id: str) -> bool:
+        """Remove every node of the namespace (with its relationships); returns whether any existed."""
+        removed = 0
+        for label in _NAMESPACE_LABELS:
+            # The label comes from the fixed tuple above, never from the caller.
+            query = (
+                f"MATCH (n:{label} {{namespace_id: $ns}}) WITH n LIMIT $size "
+                "DETACH DELETE n RETURN count(*) AS n"
+            )
+
+            async def work(tx: neo4j.AsyncManagedTransaction, query: str = query) -> int:
+                record = await (await tx.run(query, {"ns": namespace_id, "size": _DELETE_SLICE})).single()
+                return int(record["n"]) if record else 0
+
+            while (gone := await self._write(work)) > 0:
+                removed += gone
+        return removed > 0
+
+    async def count_entities(self, namespace_id: str) -> int:
+        rows = await self._fetch(_COUNT_ENTITIES, ns=namespace_id)
+        return int(rows[0]["n"]) if rows else 0
+
+    async def count_relationships(self, namespace_id: str) -> int:
+        rows = await self._fetch(_COUNT_RELATIONSHIPS, ns=namespace_id)
+        return int(rows[0]["n"]) if rows else 0
+
+    # -- entities ----------------------------------------------------------------------------
+
+    async def get_entity(self, namespace_id: str, entity_id: str) -> Entity | None:
+        found = await self.get_entities(namespace_id, [entity_id])
+        return found[0] if found else None
+
+    async def get_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> list[Entity]:
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids:
+            return []
+        rows = await self._fetch(_GET_ENTITIES, ns=namespace_id, ids=ids)
+        found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    async def list_entities(
+        self, namespace_id: str, *, offset: int = 0, limit: int = 100, type: str | None = None
+    ) -> list[Entity]:
+        """Entities by mention count (most mentioned first), then name."""
+        rows = await self._fetch(
+            _LIST_ENTITIES, ns=namespace_id, type=type, offset=max(0, offset), limit=max(0, limit)
+        )
+        return [entity_from_props(r["e"]) for r in rows]
+
+    async def find_entities_by_name(self, namespace_id: str, names: Sequence[str]) -> list[Entity]:
+        """Exact, case-insensitive matches on name or alias."""
+        keys = sorted({fold(n) for n in names if n and n.strip()})
+        if not keys:
+            return []
+        rows = await self._fetch(_FIND_BY_NAME, ns=namespace_id, keys=keys)
+        found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
+        return sorted(found.values(), key=lambda e: (-e.mention_count, e.id))
+
+    async def search_entities_by_vector(
+        self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
+    ) -> list[EntityHit]:
+        """Entities by cosine similarity of their embedding (``score`` is the raw cosine).
+
+        Uses the native vector index, over-fetching and keeping this namespace's hits.
+
+        Raises:
+            InvalidInputError: ``vector`` has the wrong dimension.
+        """
+        return await self._read(
+            entity_vector_search_tx, namespace_id, vector, limit, min_similarity, self._dim
+        )
+
+    # -- traversal ---------------------------------------------------------------------------
+
+    async def neighbourhood(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        depth: int,
+        max_fanout: int = 50,
+        relationship_types: Sequence[str] | None = None,
+    ) -> Neighbourhood:
+        """Entities within ``depth`` (at most 4) ``RELATES`` hops of the seeds, either direction.
+
+        From each entity at most ``max_fanout`` edges are followed, heaviest first;
+        relationship types match exactly.
+        """
+        types = list(relationship_types) if relationship_types is not None else None
+        seeds = list(dict.fromkeys(entity_ids))
+        return await self._read(neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types)
+
+    async def chunks_for_entities(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        temporal_sort: bool = False,
+    ) -> SearchPage:
+        """Chunks that mention the entities, by total mentions (``temporal_sort``: newest
+        ``occurred_at`` first, undated last). ``score`` is the mention count. System-key
+        predicates are pushed into the Cypher ``WHERE``; the whole filter is re-checked in
+        memory."""
+        ids = list(dict.fromkeys(entity_ids))
+        return await self._read(chunks_for_entities_tx, namespace_id, ids, limit, filter, temporal_sort)
+
+    async def entities_for_chunks(
+        self, namespace_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, list[Entity]]:
+        """Entities mentioned in each chunk (most mentions first); chunks with none are absent."""
+        if not chunk_ids:
+            return {}
+        rows = await self._fetch(_ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
+        return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"]] for r in rows}
+
+    async def relationships_among(
+        self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
+    ) -> list[Relationship]:
+        """Relationships with both ends among ``entity_ids``, heaviest first."""
+        if not entity_ids:
+            return []
+        rows = await self._fetch(
+            _RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
+        )
+        return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
+
+    async def documents_for_entities(
+        self, namespace_id: str, entity_ids: Sequence[str]
+    ) -> dict[str, list[str]]:
+        """The documents that mention each entity (sorted ids); entities with none are absent."""
+        if not entity_ids:
+            return {}
+        rows = await self._fetch(_DOCUMENTS_FOR_ENTITIES, ns=namespace_id, ids=list(set(entity_ids)))
+        return {r["id"]: sorted(r["documents"]) for r in rows}
+
+    async def time_nodes_for_chunk(self, namespace_id: str, chunk_id: str) -> list[str]:
+        """The ``AT_TIME`` time-node keys (ISO dates, ``YYYY-MM-DD``) of a chunk."""
+        rows = await self._fetch(_TIME_NODES, ns=namespace_id, id=chunk_id)
+        return [r["key"] for r in rows]
+
+    async def list_relationships(
+        self,
+        namespace_id: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 1000,
+    ) -> list[Relationship]:
+        """Relationships touching any of ``entity_ids`` (all when None), optionally by exact type."""
+        params: dict[str, Any] = {
+            "ns": namespace_id,
+            "types": list(types) if types is not None else None,
+            "limit": max(0, limit),
+        }
+        if entity_ids is None:
+            rows = await self._fetch(_LIST_RELATIONSHIPS, **params)
+        else:
+            rows = await self._fetch(_LIST_RELATIONSHIPS_OF, ids=list(set(entity_ids)), **params)
+        return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
+
+    # -- writes outside a document -----------------------------------------------------------
+
+    async def upsert_graph(
+        self,
+        namespace_id: str,
+        *,
+        entities: Sequence[Entity] = (),
+        relationships: Sequence[Relationship] = (),
+    ) -> None:
+        """Insert or merge entities (by id) and relationships (by id) in one transaction.
+
+        Raises:
+            InvalidInputError: a relationship names an entity that is not stored or given,
+                or an embedding has the wrong dimension.
+        """
+        if not entities and not relationships:
+            return
+
+        async def work(tx: neo4j.AsyncManagedTransaction) -> None:
+            await write.merge_entities_tx(tx, namespace_id, entities, self._dim)
+            await write.merge_relationships_tx(tx, namespace_id, relationships)
+            await write.refresh_mention_counts_tx(tx, namespace_id, [e.id for e in entities])
+
+        await self._write(work)
+
+    async def delete_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> int:
+        """Delete entities with their mentions and relationships; returns how many went."""
+        return await self._write(write.delete_entities_tx, namespace_id, list(entity_ids))

@@ -1,0 +1,88 @@
+"""Constraints and indexes of the Neo4j graph (all ``IF NOT EXISTS``: safe to run at every open).
+
+Graph model (fixed by the storage conventions)::
+
+    (:Chunk {id, namespace_id, document_id, index, content, start_char, end_char, token_count,
+             occurred_at, created_at, source_timestamp, <string system keys>, metadata_json, tags})
+    (:Entity {id, namespace_id, name, name_lower, type, aliases, aliases_lower, description,
+              embedding, mention_count})
+    (:Entity)-[:MENTIONED_IN {count, document_id}]->(:Chunk)
+    (:Entity)-[:RELATES {id, namespace_id, type, description, weight, document_id, chunk_id}]->(:Entity)
+    (:Chunk)-[:AT_TIME]->(:TimeNode {namespace_id, key: "YYYY-MM-DD"})
+
+Uniqueness is per namespace: composite ``(namespace_id, id)`` uniqueness constraints, which
+Neo4j 5 Community supports (node keys are Enterprise-only). Each constraint's backing range
+index also serves the ``MATCH (n:Label {namespace_id: $ns, id: ...})`` lookups.
+"""
+
+from __future__ import annotations
+
+import neo4j
+
+from khora_core.errors import ConfigError
+
+__all__ = ["VECTOR_INDEX", "ensure_schema", "schema_statements"]
+
+#: The native vector index over ``Entity.embedding`` (cosine).
+VECTOR_INDEX = "khora_entity_embedding"
+
+_STATEMENTS = (
+    "CREATE CONSTRAINT khora_entity_ns_id IF NOT EXISTS "
+    "FOR (e:Entity) REQUIRE (e.namespace_id, e.id) IS UNIQUE",
+    "CREATE CONSTRAINT khora_chunk_ns_id IF NOT EXISTS "
+    "FOR (c:Chunk) REQUIRE (c.namespace_id, c.id) IS UNIQUE",
+    "CREATE CONSTRAINT khora_timenode_ns_key IF NOT EXISTS "
+    "FOR (t:TimeNode) REQUIRE (t.namespace_id, t.key) IS UNIQUE",
+    "CREATE CONSTRAINT khora_relates_ns_id IF NOT EXISTS "
+    "FOR ()-[r:RELATES]-() REQUIRE (r.namespace_id, r.id) IS UNIQUE",
+    # Namespace-wide scans (list, delete_namespace) and per-document deletes.
+    "CREATE INDEX khora_entity_ns IF NOT EXISTS FOR (e:Entity) ON (e.namespace_id)",
+    "CREATE INDEX khora_chunk_ns IF NOT EXISTS FOR (c:Chunk) ON (c.namespace_id)",
+    "CREATE INDEX khora_timenode_ns IF NOT EXISTS FOR (t:TimeNode) ON (t.namespace_id)",
+    "CREATE INDEX khora_chunk_document IF NOT EXISTS FOR (c:Chunk) ON (c.namespace_id, c.document_id)",
+    "CREATE INDEX khora_relates_document IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.namespace_id, r.document_id)",
+    # Temporal sort and date filters on chunks; exact name lookups on entities.
+    "CREATE INDEX khora_chunk_occurred_at IF NOT EXISTS FOR (c:Chunk) ON (c.occurred_at)",
+    "CREATE INDEX khora_entity_name_lower IF NOT EXISTS FOR (e:Entity) ON (e.name_lower)",
+)
+
+
+def schema_statements(embedding_dim: int) -> list[str]:
+    """Every schema statement, the vector index last (its dimension is an int, not user text)."""
+    dim = int(embedding_dim)
+    vector = (
+        f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (e:Entity) ON (e.embedding) "
+        f"OPTIONS {{indexConfig: {{`vector.dimensions`: {dim}, `vector.similarity_function`: 'cosine'}}}}"
+    )
+    return [*_STATEMENTS, vector]
+
+
+async def ensure_schema(driver: neo4j.AsyncDriver, *, database: str, embedding_dim: int) -> None:
+    """Create the constraints and indexes when missing and wait until they are online.
+
+    Raises:
+        ConfigError: the vector index exists with another dimension (the embedding model
+            changed): drop the index ``khora_entity_embedding`` or keep the old model.
+        StorageError / StorageUnavailableError: via the caller's error translation.
+    """
+    if embedding_dim <= 0:
+        raise ConfigError(f"embedding_dim must be positive, got {embedding_dim}", setting="embedding_dim")
+    # Schema commands cannot share a transaction with each other's data reads: one each.
+    for statement in schema_statements(embedding_dim):
+        await driver.execute_query(statement, database_=database)
+    records, _, _ = await driver.execute_query(
+        "SHOW INDEXES YIELD name, options WHERE name = $name RETURN options",
+        {"name": VECTOR_INDEX},
+        database_=database,
+    )
+    if records:
+        config = (records[0]["options"] or {}).get("indexConfig") or {}
+        existing = config.get("vector.dimensions")
+        if existing is not None and int(existing) != int(embedding_dim):
+            raise ConfigError(
+                f"The Neo4j vector index {VECTOR_INDEX} was built for {existing}-dimensional embeddings "
+                f"but the embedder produces {embedding_dim}. Use the original embedding model, or drop "
+                f"the index (DROP INDEX {VECTOR_INDEX}) and re-ingest",
+                setting="KHORA_EMBEDDING_MODEL",
+            )
+    await driver.execute_query("CALL db.awaitIndexes(300)", database_=database)

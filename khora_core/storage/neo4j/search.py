@@ -1,0 +1,228 @@
+"""The Neo4j graph store's searches: neighbourhood walk, chunks by entity, entity vectors.
+
+Each is a function of one managed read transaction (``session.execute_read``), so a walk
+of several hops sees one consistent snapshot of the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from neo4j import AsyncManagedTransaction
+
+from khora_core.errors import InvalidInputError
+from khora_core.models import ChunkHit, Relationship
+from khora_core.storage.neo4j.records import (
+    ENTITY_FIELDS,
+    chunk_from_props,
+    entity_from_props,
+    relationship_from_props,
+)
+from khora_core.storage.neo4j.schema import VECTOR_INDEX
+from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NEIGHBOURHOOD",
+    "chunks_for_entities_tx",
+    "entity_vector_search_tx",
+    "neighbourhood_tx",
+]
+
+#: Deepest walk served (the spec's ``graph_max_depth``); deeper requests are capped.
+MAX_DEPTH = 4
+#: Stop expanding a neighbourhood once it holds this many entities (depth x fan-out can explode).
+MAX_NEIGHBOURHOOD = 5000
+#: Largest ``k`` asked of the vector index before falling back to an exact in-namespace scan.
+_MAX_VECTOR_K = 4096
+
+# One hop: from each frontier entity, its heaviest ``$fanout`` edges (either direction).
+# collect()[..n] instead of a CALL subquery keeps this valid on every Neo4j 5.x.
+_HOP = """
+UNWIND $frontier AS fid
+MATCH (a:Entity {namespace_id: $ns, id: fid})-[r:RELATES]-(b:Entity {namespace_id: $ns})
+WHERE $types IS NULL OR r.type IN $types
+WITH a, r, b ORDER BY r.weight DESC, r.id
+WITH a, collect([r, b.id])[..$fanout] AS picked
+UNWIND picked AS p
+WITH p[0] AS r, p[1] AS other_id
+RETURN properties(r) AS r, startNode(r).id AS source_id, endNode(r).id AS target_id, other_id
+"""
+
+_ENTITIES_BY_ID = f"""
+UNWIND $ids AS id
+MATCH (e:Entity {{namespace_id: $ns, id: id}})
+RETURN e {ENTITY_FIELDS} AS e
+"""
+
+_CHUNKS_FOR_ENTITIES = """
+MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
+WHERE e.id IN $ids AND ({where})
+WITH c, sum(m.count) AS total
+ORDER BY {order}
+SKIP $skip LIMIT $size
+RETURN properties(c) AS c, total
+"""
+_BY_MENTIONS = "total DESC, c.document_id, c.index, c.id"
+# DESC puts nulls first in Cypher: undated chunks are sent to the back explicitly.
+_BY_TIME = "c.occurred_at IS NULL, c.occurred_at DESC, " + _BY_MENTIONS
+
+_VECTOR_QUERY = """
+CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
+WITH node, score ORDER BY score DESC
+WITH count(*) AS seen,
+     collect(CASE WHEN node.namespace_id = $ns THEN {e: properties(node), score: score} END) AS hits
+RETURN seen, hits[..$keep] AS hits
+"""
+
+_VECTOR_EXACT = """
+MATCH (e:Entity {namespace_id: $ns}) WHERE e.embedding IS NOT NULL
+WITH e, vector.similarity.cosine(e.embedding, $vector) AS score
+ORDER BY score DESC, e.id LIMIT $keep
+RETURN properties(e) AS e, score
+"""
+
+
+async def _data(tx: AsyncManagedTransaction, query: str, **params: Any) -> list[dict[str, Any]]:
+    result = await tx.run(query, params)
+    return await result.data()
+
+
+async def neighbourhood_tx(
+    tx: AsyncManagedTransaction,
+    ns: str,
+    seeds: list[str],
+    depth: int,
+    max_fanout: int,
+    types: list[str] | None,
+) -> Neighbourhood:
+    """Breadth-first, one query per hop, so the fan-out cap applies at every hop."""
+    rows = await _data(tx, _ENTITIES_BY_ID, ns=ns, ids=seeds) if seeds else []
+    distance: dict[str, int] = {r["e"]["id"]: 0 for r in rows}
+    walked: dict[str, Relationship] = {}
+    frontier = list(distance)
+    for hop in range(1, min(max(0, depth), MAX_DEPTH) + 1):
+        if not frontier or len(distance) >= MAX_NEIGHBOURHOOD or max_fanout <= 0:
+            break
+        nxt: list[str] = []
+        for row in await _data(tx, _HOP, ns=ns, frontier=frontier, fanout=max_fanout, types=types):
+            rel = relationship_from_props(row["r"], row["source_id"], row["target_id"])
+            walked.setdefault(rel.id, rel)
+            if row["other_id"] not in distance:
+                distance[row["other_id"]] = hop
+                nxt.append(row["other_id"])
+        frontier = nxt
+    found = {
+        r["e"]["id"]: entity_from_props(r["e"])
+        for r in await _data(tx, _ENTITIES_BY_ID, ns=ns, ids=list(distance))
+    }
+    return Neighbourhood(
+        entities=[found[e] for e in distance if e in found],
+        relationships=[r for r in walked.values() if r.source_id in found and r.target_id in found],
+        distance={e: d for e, d in distance.items() if e in found},
+    )
+
+
+def _prepare_filter(filter: Any) -> tuple[Any, Any] | None:
+    """(parsed filter, compiled Cypher) or None without a filter."""
+    if filter is None:
+        return None
+    from khora_core.filters import RecallFilter, compile_cypher
+
+    parsed = filter if isinstance(filter, RecallFilter) else RecallFilter.parse(filter)
+    return parsed, compile_cypher(parsed, node_var="c", param_prefix="f")
+
+
+async def chunks_for_entities_tx(
+    tx: AsyncManagedTransaction,
+    ns: str,
+    entity_ids: list[str],
+    limit: int,
+    filter: Any,
+    temporal_sort: bool,
+) -> SearchPage:
+    """Chunks mentioning the entities, best first, with filter pushdown and the in-memory re-check.
+
+    With a filter it over-fetches (4x the limit, then 4x more per round) so the re-check
+    cannot starve the page.
+    """
+    prepared = _prepare_filter(filter)
+    page = SearchPage()
+    where, params = "true", {}
+    if prepared is not None:
+        compiled = prepared[1]
+        page.pushed_keys = list(compiled.pushed_keys)
+        page.post_filtered_keys = list(compiled.residual_keys)
+        where = compiled.sql or "true"
+        params = dict(compiled.params or {})
+    if not entity_ids or limit <= 0:
+        return page
+    query = _CHUNKS_FOR_ENTITIES.format(where=where, order=_BY_TIME if temporal_sort else _BY_MENTIONS)
+    skip, size = 0, limit if prepared is None else limit * 4
+    while True:
+        rows = await _data(tx, query, ns=ns, ids=entity_ids, skip=skip, size=size, **params)
+        for row in rows:
+            chunk = chunk_from_props(row["c"])
+            # Defensive: the pushed part was already enforced, but the result must never
+            # depend on one compiler being exactly right.
+            if prepared is not None and not prepared[0].matches(chunk.filter_record()):
+                continue
+            page.hits.append(ChunkHit(chunk=chunk, score=float(row["total"]), rank=len(page.hits) + 1))
+            if len(page.hits) == limit:
+                return page
+        if len(rows) < size:
+            return page
+        skip, size = skip + size, size * 4
+
+
+async def entity_vector_search_tx(
+    tx: AsyncManagedTransaction,
+    ns: str,
+    vector: Sequence[float],
+    limit: int,
+    min_similarity: float,
+    dim: int,
+) -> list[EntityHit]:
+    """Top entities of the namespace by raw cosine similarity.
+
+    The index is shared by all namespaces and Neo4j 5 cannot pre-filter it, so ask for
+    ``k`` candidates, keep this namespace's, and grow ``k`` until enough are found or the
+    index is exhausted; past ``_MAX_VECTOR_K`` an exact scan of the namespace is cheaper.
+    The index scores (``(1 + cos) / 2``, and approximate: the index may quantise vectors)
+    only pick candidates; the returned score is the exact raw cosine, recomputed here.
+    """
+    query = np.asarray([float(x) for x in vector], dtype=np.float64)
+    if query.shape[0] != dim:
+        raise InvalidInputError(
+            f"the query vector has {query.shape[0]} dimensions; entity embeddings have {dim}"
+        )
+    norm = float(np.linalg.norm(query))
+    if limit <= 0 or norm == 0.0 or not math.isfinite(norm):
+        return []
+    keep = limit * 4  # rescored exactly below: the index's own scores are approximate
+    k = max(keep, 50)
+    params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns, "keep": keep}
+    while True:
+        rows = await _data(tx, _VECTOR_QUERY, k=k, **params)
+        seen, hits = (rows[0]["seen"], rows[0]["hits"]) if rows else (0, [])
+        if len(hits) >= limit or seen < k:
+            break
+        if k >= _MAX_VECTOR_K:
+            hits = await _data(tx, _VECTOR_EXACT, **params)
+            break
+        k *= 4
+    scored: list[tuple[float, str, dict[str, Any]]] = []
+    for hit in hits:
+        emb = np.asarray(hit["e"]["embedding"], dtype=np.float64)
+        denom = float(np.linalg.norm(emb)) * norm
+        cosine = float(emb @ query) / denom if denom else 0.0
+        if cosine >= min_similarity:
+            scored.append((cosine, hit["e"]["id"], hit["e"]))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [
+        EntityHit(entity=entity_from_props(props, with_embedding=True), score=cosine)
+        for cosine, _, props in scored[:limit]
+    ]

@@ -1,0 +1,279 @@
+"""Graph writes, as functions of one managed Neo4j transaction.
+
+Each function takes an ``AsyncManagedTransaction`` so a caller can put several in one
+transaction (``write_batch`` deletes the replaced documents and lands the new one
+atomically). All writes are batched ``UNWIND`` statements; every ``MATCH``/``MERGE`` names
+the namespace. Merge rules match the embedded store: an entity keeps its stored name,
+aliases are united, a new type wins unless it is the default ``CONCEPT``, a new description
+or embedding wins when given, and ``mention_count`` is always the sum of the entity's
+``MENTIONED_IN`` counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from neo4j import AsyncManagedTransaction
+
+from khora_core.errors import InvalidInputError
+from khora_core.models import Entity, Mention, Relationship, WriteBatch
+from khora_core.storage.neo4j.records import (
+    chunk_props,
+    day_key,
+    entity_row,
+    relationship_row,
+    unique_by_id,
+)
+
+__all__ = [
+    "delete_document_tx",
+    "delete_entities_tx",
+    "merge_entities_tx",
+    "merge_relationships_tx",
+    "refresh_mention_counts_tx",
+    "write_batch_tx",
+]
+
+_UPSERT_CHUNKS = """
+UNWIND $rows AS row
+MERGE (c:Chunk {namespace_id: $ns, id: row.id})
+SET c = row
+WITH c
+OPTIONAL MATCH (c)-[old:AT_TIME]->(t:TimeNode {namespace_id: $ns})
+DELETE old
+RETURN collect(DISTINCT t.key) AS old_keys
+"""
+
+_LINK_TIME = """
+UNWIND $rows AS row
+MATCH (c:Chunk {namespace_id: $ns, id: row.id})
+MERGE (t:TimeNode {namespace_id: $ns, key: row.day})
+MERGE (c)-[:AT_TIME]->(t)
+"""
+
+_MERGE_ENTITIES = """
+UNWIND $rows AS row
+MERGE (e:Entity {namespace_id: $ns, id: row.id})
+WITH e, row, coalesce(e.name_lower, row.name_lower) AS key,
+     coalesce(e.aliases, []) AS old_aliases, coalesce(e.aliases_lower, []) AS old_lower
+WITH e, row, key, old_aliases, old_lower,
+     [p IN row.alias_pairs WHERE p[1] <> key AND NOT p[1] IN old_lower] AS fresh
+SET e.name = coalesce(e.name, row.name),
+    e.name_lower = key,
+    e.type = CASE WHEN e.type IS NULL OR row.type <> 'CONCEPT' THEN row.type ELSE e.type END,
+    e.aliases = old_aliases + [p IN fresh | p[0]],
+    e.aliases_lower = old_lower + [p IN fresh | p[1]],
+    e.description = coalesce(row.description, e.description),
+    e.embedding = coalesce(row.embedding, e.embedding),
+    e.mention_count = coalesce(e.mention_count, 0)
+"""
+
+_MISSING_ENTITIES = """
+UNWIND $ids AS id
+OPTIONAL MATCH (e:Entity {namespace_id: $ns, id: id})
+WITH id, e WHERE e IS NULL
+RETURN collect(id) AS missing
+"""
+
+_MISSING_CHUNKS = """
+UNWIND $ids AS id
+OPTIONAL MATCH (c:Chunk {namespace_id: $ns, id: id})
+WITH id, c WHERE c IS NULL
+RETURN collect(id) AS missing
+"""
+
+_MERGE_MENTIONS = """
+UNWIND $rows AS row
+MATCH (e:Entity {namespace_id: $ns, id: row.entity_id})
+MATCH (c:Chunk {namespace_id: $ns, id: row.chunk_id})
+MERGE (e)-[m:MENTIONED_IN]->(c)
+ON CREATE SET m.count = row.count, m.document_id = row.document_id
+ON MATCH SET m.count = m.count + row.count, m.document_id = row.document_id
+"""
+
+# A relationship is keyed by (namespace_id, id); re-writing one may move its endpoints.
+_MERGE_RELATIONSHIPS = """
+UNWIND $rows AS row
+MATCH (s:Entity {namespace_id: $ns, id: row.source_id})
+MATCH (t:Entity {namespace_id: $ns, id: row.target_id})
+OPTIONAL MATCH (:Entity {namespace_id: $ns})-[old:RELATES {namespace_id: $ns, id: row.id}]->(:Entity {namespace_id: $ns})
+DELETE old
+CREATE (s)-[r:RELATES]->(t)
+SET r = row.props
+"""
+
+_REFRESH_MENTION_COUNTS = """
+UNWIND $ids AS id
+MATCH (e:Entity {namespace_id: $ns, id: id})
+OPTIONAL MATCH (e)-[m:MENTIONED_IN]->(:Chunk {namespace_id: $ns})
+WITH e, sum(m.count) AS total
+SET e.mention_count = total
+"""
+
+_DOCUMENT_LINKS = """
+MATCH (c:Chunk {namespace_id: $ns, document_id: $doc})
+OPTIONAL MATCH (c)<-[:MENTIONED_IN]-(e:Entity {namespace_id: $ns})
+OPTIONAL MATCH (c)-[:AT_TIME]->(t:TimeNode {namespace_id: $ns})
+RETURN count(DISTINCT c) AS chunks, collect(DISTINCT e.id) AS mentioned, collect(DISTINCT t.key) AS keys
+"""
+
+# The hint keeps the planner on the per-document index even when its statistics are thin.
+_DELETE_DOCUMENT_RELATIONSHIPS = """
+MATCH (s:Entity {namespace_id: $ns})-[r:RELATES {namespace_id: $ns, document_id: $doc}]->(t:Entity {namespace_id: $ns})
+USING INDEX r:RELATES(namespace_id, document_id)
+WITH collect(r) AS rels, collect(DISTINCT s.id) + collect(DISTINCT t.id) AS ends
+FOREACH (r IN rels | DELETE r)
+RETURN size(rels) AS n, ends
+"""
+
+_DELETE_DOCUMENT_CHUNKS = """
+MATCH (c:Chunk {namespace_id: $ns, document_id: $doc})
+DETACH DELETE c
+"""
+
+# "Orphan": no mention left and no relationship left (an entity added through
+# upsert_graph with edges but no document survives its neighbours' documents).
+_DELETE_ORPHANS = """
+UNWIND $ids AS id
+MATCH (e:Entity {namespace_id: $ns, id: id})
+WHERE NOT (e)-[:MENTIONED_IN]->() AND NOT (e)-[:RELATES]-()
+DELETE e
+RETURN count(*) AS n
+"""
+
+_DELETE_EMPTY_TIME_NODES = """
+UNWIND $keys AS key
+MATCH (t:TimeNode {namespace_id: $ns, key: key})
+WHERE NOT (t)<-[:AT_TIME]-()
+DELETE t
+"""
+
+_DELETE_ENTITIES = """
+UNWIND $ids AS id
+MATCH (e:Entity {namespace_id: $ns, id: id})
+DETACH DELETE e
+RETURN count(*) AS n
+"""
+
+
+async def _single(tx: AsyncManagedTransaction, query: str, **params: Any) -> dict[str, Any]:
+    result = await tx.run(query, params)
+    record = await result.single()
+    return dict(record) if record is not None else {}
+
+
+async def _run(tx: AsyncManagedTransaction, query: str, **params: Any) -> None:
+    result = await tx.run(query, params)
+    await result.consume()
+
+
+async def _require(tx: AsyncManagedTransaction, ns: str, query: str, ids: Iterable[str], what: str) -> None:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return
+    missing = (await _single(tx, query, ns=ns, ids=wanted)).get("missing") or []
+    if missing:
+        raise InvalidInputError(
+            f"{what} name unknown ids {sorted(missing)[:5]} in namespace {ns!r}; add them in the same call"
+        )
+
+
+async def merge_entities_tx(
+    tx: AsyncManagedTransaction, ns: str, entities: Sequence[Entity], embedding_dim: int
+) -> None:
+    rows = [entity_row(e, ns, embedding_dim) for e in entities]
+    if rows:
+        await _run(tx, _MERGE_ENTITIES, ns=ns, rows=rows)
+
+
+async def merge_relationships_tx(
+    tx: AsyncManagedTransaction, ns: str, relationships: Sequence[Relationship]
+) -> None:
+    rows = unique_by_id([relationship_row(r, ns) for r in relationships])
+    if not rows:
+        return
+    ends = [r["source_id"] for r in rows] + [r["target_id"] for r in rows]
+    await _require(tx, ns, _MISSING_ENTITIES, ends, "Relationships")
+    await _run(tx, _MERGE_RELATIONSHIPS, ns=ns, rows=rows)
+
+
+async def refresh_mention_counts_tx(tx: AsyncManagedTransaction, ns: str, entity_ids: Iterable[str]) -> None:
+    ids = sorted(set(entity_ids))
+    if ids:
+        await _run(tx, _REFRESH_MENTION_COUNTS, ns=ns, ids=ids)
+
+
+def _mention_rows(mentions: Sequence[Mention]) -> list[dict[str, Any]]:
+    """One row per (entity, chunk); repeated mentions in a batch add up."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for m in mentions:
+        key = (m.entity_id, m.chunk_id)
+        if key in rows:
+            rows[key]["count"] += m.count
+        else:
+            rows[key] = {
+                "entity_id": m.entity_id,
+                "chunk_id": m.chunk_id,
+                "document_id": m.document_id,
+                "count": m.count,
+            }
+    return list(rows.values())
+
+
+async def write_batch_tx(tx: AsyncManagedTransaction, ns: str, batch: WriteBatch, embedding_dim: int) -> None:
+    """Land the graph part of ``batch``: replaced documents out, chunks, time links, entities,
+    mentions and relationships in."""
+    if batch.document.namespace_id != ns:
+        raise InvalidInputError(
+            f"document {batch.document.id} belongs to namespace {batch.document.namespace_id!r}, not {ns!r}"
+        )
+    for old_document in dict.fromkeys(batch.replaces):
+        if old_document != batch.document.id:
+            await delete_document_tx(tx, ns, old_document)
+
+    chunk_rows = [chunk_props(c, ns) for c in batch.chunks]
+    stale_keys: list[str] = []
+    if chunk_rows:
+        stale_keys = (await _single(tx, _UPSERT_CHUNKS, ns=ns, rows=chunk_rows)).get("old_keys") or []
+    time_rows = [
+        {"id": c.id, "day": day_key(c.occurred_at)} for c in batch.chunks if c.occurred_at is not None
+    ]
+    if time_rows:
+        await _run(tx, _LINK_TIME, ns=ns, rows=time_rows)
+    if stale_keys:  # a rewritten chunk moved to another day
+        await _run(tx, _DELETE_EMPTY_TIME_NODES, ns=ns, keys=stale_keys)
+
+    await merge_entities_tx(tx, ns, batch.entities, embedding_dim)
+    mention_rows = _mention_rows(batch.mentions)
+    if mention_rows:
+        await _require(tx, ns, _MISSING_ENTITIES, (r["entity_id"] for r in mention_rows), "Mentions")
+        await _require(tx, ns, _MISSING_CHUNKS, (r["chunk_id"] for r in mention_rows), "Mentions")
+        await _run(tx, _MERGE_MENTIONS, ns=ns, rows=mention_rows)
+    await merge_relationships_tx(tx, ns, batch.relationships)
+    await refresh_mention_counts_tx(
+        tx, ns, [e.id for e in batch.entities] + [r["entity_id"] for r in mention_rows]
+    )
+
+
+async def delete_document_tx(tx: AsyncManagedTransaction, ns: str, document_id: str) -> bool:
+    """Remove a document's chunk nodes (with their ``MENTIONED_IN``/``AT_TIME`` links), the
+    relationships learned from it, entities left with no mention and no relationship, and
+    time nodes left with no chunk. Returns whether anything was there."""
+    links = await _single(tx, _DOCUMENT_LINKS, ns=ns, doc=document_id)
+    rels = await _single(tx, _DELETE_DOCUMENT_RELATIONSHIPS, ns=ns, doc=document_id)
+    await _run(tx, _DELETE_DOCUMENT_CHUNKS, ns=ns, doc=document_id)
+    touched = set(links.get("mentioned") or []) | set(rels.get("ends") or [])
+    if touched:
+        await _run(tx, _DELETE_ORPHANS, ns=ns, ids=sorted(touched))
+        await refresh_mention_counts_tx(tx, ns, links.get("mentioned") or [])
+    if links.get("keys"):
+        await _run(tx, _DELETE_EMPTY_TIME_NODES, ns=ns, keys=links["keys"])
+    return bool(links.get("chunks") or rels.get("n"))
+
+
+async def delete_entities_tx(tx: AsyncManagedTransaction, ns: str, entity_ids: Sequence[str]) -> int:
+    ids = sorted(set(entity_ids))
+    if not ids:
+        return 0
+    return int((await _single(tx, _DELETE_ENTITIES, ns=ns, ids=ids)).get("n") or 0)

@@ -1,0 +1,492 @@
+"""Neo4jGraphStore against a real Neo4j 5 (``neo4j_driver`` / ``graph_namespace`` fixtures)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import pytest
+
+from khora_core.errors import ConfigError, InvalidInputError, StorageUnavailableError
+from khora_core.ingest.resolve import entity_id
+from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
+from khora_core.storage.neo4j import Neo4jGraphStore, open_driver
+from khora_core.storage.protocols import GraphStore
+
+pytestmark = pytest.mark.neo4j
+
+DIM = 384
+T0 = datetime(2024, 3, 10, 9, 30, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+async def store(neo4j_driver: Any) -> Neo4jGraphStore:
+    s = Neo4jGraphStore(neo4j_driver, embedding_dim=DIM)
+    await s.ensure_schema()
+    return s
+
+
+def unit(seed: int) -> list[float]:
+    v = np.random.default_rng(seed).normal(size=DIM)
+    return (v / np.linalg.norm(v)).tolist()
+
+
+def make_batch(
+    ns: str,
+    doc: str,
+    texts: list[str],
+    *,
+    entities: dict[str, str] | None = None,
+    mentions: list[tuple[str, int, int]] = (),  # (entity name, chunk index, count)
+    relations: list[tuple[str, str, str, float]] = (),  # (source, target, type, weight)
+    occurred: list[datetime | None] | None = None,
+    source_name: str | None = "slack",
+    metadata: dict[str, Any] | None = None,
+    replaces: list[str] = (),
+) -> WriteBatch:
+    now = datetime.now(timezone.utc)
+    document = Document(
+        id=doc, namespace_id=ns, content=" ".join(texts), content_hash=uuid.uuid4().hex, created_at=now
+    )
+    chunks = [
+        Chunk(
+            id=f"{doc}-c{i}",
+            namespace_id=ns,
+            document_id=doc,
+            index=i,
+            content=text,
+            start_char=i * 100,
+            end_char=i * 100 + len(text),
+            created_at=now,
+            occurred_at=(occurred[i] if occurred else None),
+            source_name=source_name,
+            title=f"title {doc}",
+            metadata=dict(metadata or {}, n=i),
+            tags=["t1", f"i{i}"],
+        )
+        for i, text in enumerate(texts)
+    ]
+    ents = {
+        name: Entity(id=entity_id(ns, name), namespace_id=ns, name=name, type=etype)
+        for name, etype in (entities or {}).items()
+    }
+    return WriteBatch(
+        document=document,
+        chunks=chunks,
+        entities=list(ents.values()),
+        mentions=[
+            Mention(entity_id=entity_id(ns, n), chunk_id=chunks[i].id, document_id=doc, count=c)
+            for n, i, c in mentions
+        ],
+        relationships=[
+            Relationship(
+                id=f"{doc}-r{k}",
+                namespace_id=ns,
+                source_id=entity_id(ns, s),
+                target_id=entity_id(ns, t),
+                type=typ,
+                weight=w,
+                document_id=doc,
+                chunk_id=chunks[0].id,
+            )
+            for k, (s, t, typ, w) in enumerate(relations)
+        ],
+        replaces=list(replaces),
+    )
+
+
+async def count_nodes(driver: Any, ns: str) -> dict[str, int]:
+    out = {}
+    for label in ("Chunk", "Entity", "TimeNode"):
+        records, _, _ = await driver.execute_query(
+            f"MATCH (n:{label} {{namespace_id: $ns}}) RETURN count(n) AS n", {"ns": ns}
+        )
+        out[label] = records[0]["n"]
+    return out
+
+
+async def test_write_batch_round_trip(store: Neo4jGraphStore, graph_namespace: str) -> None:
+    ns = graph_namespace
+    assert isinstance(store, GraphStore)
+    batch = make_batch(
+        ns,
+        "d1",
+        ["Alice met Bob at Acme.", "Bob works at Acme in Paris."],
+        entities={"Alice": "PERSON", "Bob": "PERSON", "Acme": "ORG"},
+        mentions=[("Alice", 0, 1), ("Bob", 0, 1), ("Acme", 0, 1), ("Bob", 1, 2), ("Acme", 1, 1)],
+        relations=[("Alice", "Bob", "KNOWS", 0.5), ("Bob", "Acme", "WORKS_AT", 2.0)],
+        occurred=[T0, T0 + timedelta(days=1)],
+        metadata={"tier": "gold", "when": "2024-01-01T00:00:00+00:00"},
+    )
+    batch.entities[0].aliases = ["Al", "ALICE"]
+    batch.entities[0].description = "a person"
+    await store.write_batch(ns, batch)
+
+    assert await store.count_entities(ns) == 3
+    assert await store.count_relationships(ns) == 2
+    bob = await store.get_entity(ns, entity_id(ns, "Bob"))
+    assert bob is not None and bob.mention_count == 3 and bob.type == "PERSON"
+    alice = (await store.find_entities_by_name(ns, ["al"]))[0]
+    assert alice.name == "Alice" and alice.aliases == ["Al"] and alice.description == "a person"
+    assert [e.name for e in await store.list_entities(ns)] == ["Bob", "Acme", "Alice"]
+    assert [e.name for e in await store.list_entities(ns, type="ORG")] == ["Acme"]
+
+    page = await store.chunks_for_entities(ns, [entity_id(ns, "Bob"), entity_id(ns, "Acme")], limit=10)
+    assert [(h.chunk.id, h.score, h.rank) for h in page.hits] == [("d1-c1", 3.0, 1), ("d1-c0", 2.0, 2)]
+    got, want = page.hits[1].chunk, batch.chunks[0]
+    assert got.model_dump() == want.model_dump()  # content, offsets, dates, metadata, tags
+
+    by_chunk = await store.entities_for_chunks(ns, ["d1-c1", "nope"])
+    assert list(by_chunk) == ["d1-c1"] and [e.name for e in by_chunk["d1-c1"]] == ["Bob", "Acme"]
+    assert await store.documents_for_entities(ns, [entity_id(ns, "Alice")]) == {
+        entity_id(ns, "Alice"): ["d1"]
+    }
+    among = await store.relationships_among(ns, [entity_id(ns, n) for n in ("Alice", "Bob", "Acme")])
+    assert [(r.type, r.weight, r.document_id, r.chunk_id) for r in among] == [
+        ("WORKS_AT", 2.0, "d1", "d1-c0"),
+        ("KNOWS", 0.5, "d1", "d1-c0"),
+    ]
+    knows = await store.list_relationships(ns, types=["KNOWS"])
+    assert [(r.source_id, r.target_id) for r in knows] == [(entity_id(ns, "Alice"), entity_id(ns, "Bob"))]
+    assert len(await store.list_relationships(ns, entity_ids=[entity_id(ns, "Acme")])) == 1
+
+
+async def test_entity_merges_across_documents(store: Neo4jGraphStore, graph_namespace: str) -> None:
+    ns = graph_namespace
+    await store.write_batch(
+        ns, make_batch(ns, "d1", ["Acme one"], entities={"Acme": "CONCEPT"}, mentions=[("Acme", 0, 2)])
+    )
+    second = make_batch(ns, "d2", ["ACME two"], entities={"Acme": "ORG"}, mentions=[("Acme", 0, 1)])
+    second.entities[0].name = "ACME"
+    second.entities[0].aliases = ["Acme Corp"]
+    await store.write_batch(ns, second)
+    acme = await store.get_entity(ns, entity_id(ns, "Acme"))
+    assert acme is not None
+    assert (acme.name, acme.type, acme.mention_count) == ("Acme", "ORG", 3)
+    assert acme.aliases == ["Acme Corp"]  # the re-cased name is not an alias of itself
+    assert await store.delete_document(ns, "d1")
+    acme = await store.get_entity(ns, entity_id(ns, "Acme"))
+    assert acme is not None and acme.mention_count == 1
+    assert await store.documents_for_entities(ns, [acme.id]) == {acme.id: ["d2"]}
+
+
+async def test_neighbourhood_depth_fanout_and_types(store: Neo4jGraphStore, graph_namespace: str) -> None:
+    ns = graph_namespace
+    chain = [f"N{i}" for i in range(7)]
+    spokes = [f"S{i}" for i in range(6)]
+    relations = [(a, b, "NEXT", 1.0) for a, b in itertools.pairwise(chain)]
+    relations += [("N0", s, "SPOKE", float(i)) for i, s in enumerate(spokes)]
+    batch = make_batch(
+        ns, "d1", ["graph"], entities=dict.fromkeys(chain + spokes, "CONCEPT"), relations=relations
+    )
+    await store.write_batch(ns, batch)
+    ids = {name: entity_id(ns, name) for name in chain + spokes}
+    names = {v: k for k, v in ids.items()}
+
+    hood = await store.neighbourhood(ns, [ids["N2"]], depth=2, relationship_types=["NEXT"])
+    assert {names[e]: d for e, d in hood.distance.items()} == {"N2": 0, "N1": 1, "N3": 1, "N0": 2, "N4": 2}
+    assert {e.id for e in hood.entities} == set(hood.distance)
+    assert len(hood.relationships) == 4 and all(r.type == "NEXT" for r in hood.relationships)
+
+    deep = await store.neighbourhood(ns, [ids["N0"]], depth=10, relationship_types=["NEXT"])
+    assert max(deep.distance.values()) == 4 and names[max(deep.distance, key=deep.distance.get)] == "N4"
+
+    fan = await store.neighbourhood(ns, [ids["N0"]], depth=1, max_fanout=3)
+    # The three heaviest edges of N0: spokes with weights 5, 4, 3 (NEXT weighs 1).
+    assert {names[e] for e, d in fan.distance.items() if d == 1} == {"S5", "S4", "S3"}
+    none = await store.neighbourhood(ns, [ids["N0"]], depth=2, relationship_types=["NO_SUCH"])
+    assert none.distance == {ids["N0"]: 0} and none.relationships == []
+    assert (await store.neighbourhood(ns, ["missing"], depth=2)).entities == []
+
+
+async def test_temporal_sort_and_time_nodes(
+    store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
+) -> None:
+    ns = graph_namespace
+    occurred = [T0, T0 + timedelta(days=3), None, T0 + timedelta(hours=2)]
+    batch = make_batch(
+        ns,
+        "d1",
+        ["a", "b", "c", "d"],
+        entities={"X": "CONCEPT"},
+        mentions=[("X", 0, 5), ("X", 1, 1), ("X", 2, 9), ("X", 3, 2)],
+        occurred=occurred,
+    )
+    await store.write_batch(ns, batch)
+    x = [entity_id(ns, "X")]
+    by_mentions = await store.chunks_for_entities(ns, x, limit=10)
+    assert [h.chunk.index for h in by_mentions.hits] == [2, 0, 3, 1]
+    by_time = await store.chunks_for_entities(ns, x, limit=10, temporal_sort=True)
+    expected = sorted(
+        range(4), key=lambda i: (occurred[i] is None, -(occurred[i] or T0).timestamp(), -[5, 1, 9, 2][i])
+    )
+    assert [h.chunk.index for h in by_time.hits] == expected == [1, 3, 0, 2]
+    assert by_time.hits[0].chunk.occurred_at == occurred[1]
+    assert [
+        h.chunk.index for h in (await store.chunks_for_entities(ns, x, limit=2, temporal_sort=True)).hits
+    ] == [1, 3]
+
+    assert await store.time_nodes_for_chunk(ns, "d1-c0") == ["2024-03-10"]
+    assert await store.time_nodes_for_chunk(ns, "d1-c1") == ["2024-03-13"]
+    assert await store.time_nodes_for_chunk(ns, "d1-c2") == []
+    assert (await count_nodes(neo4j_driver, ns))["TimeNode"] == 2  # c0 and c3 share a day
+
+
+async def test_delete_document_leaves_no_orphans(
+    store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
+) -> None:
+    ns = graph_namespace
+    await store.write_batch(
+        ns,
+        make_batch(
+            ns,
+            "d1",
+            ["Alice and Bob", "Bob"],
+            entities={"Alice": "PERSON", "Bob": "PERSON"},
+            mentions=[("Alice", 0, 1), ("Bob", 0, 1), ("Bob", 1, 1)],
+            relations=[("Alice", "Bob", "KNOWS", 1.0)],
+            occurred=[T0, T0 + timedelta(days=1)],
+        ),
+    )
+    await store.write_batch(
+        ns,
+        make_batch(
+            ns, "d2", ["Bob again"], entities={"Bob": "PERSON"}, mentions=[("Bob", 0, 1)], occurred=[T0]
+        ),
+    )
+    # An entity added outside any document, with no mention and no edge, is left alone.
+    await store.upsert_graph(ns, entities=[Entity(id="free", namespace_id=ns, name="Free")])
+    assert await store.delete_document(ns, "d1") is True
+    assert await store.delete_document(ns, "d1") is False
+    assert await count_nodes(neo4j_driver, ns) == {"Chunk": 1, "Entity": 2, "TimeNode": 1}
+    assert await store.get_entity(ns, entity_id(ns, "Alice")) is None
+    bob = await store.get_entity(ns, entity_id(ns, "Bob"))
+    assert bob is not None and bob.mention_count == 1
+    assert await store.count_relationships(ns) == 0
+    assert await store.time_nodes_for_chunk(ns, "d2-c0") == ["2024-03-10"]
+    assert await store.get_entity(ns, "free") is not None
+
+
+async def test_replaces_and_atomic_failure(
+    store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
+) -> None:
+    ns = graph_namespace
+    await store.write_batch(
+        ns,
+        make_batch(ns, "d1", ["old"], entities={"Old": "CONCEPT"}, mentions=[("Old", 0, 1)], occurred=[T0]),
+    )
+    newer = make_batch(
+        ns, "d2", ["new"], entities={"New": "CONCEPT"}, mentions=[("New", 0, 1)], replaces=["d1"]
+    )
+    await store.write_batch(ns, newer)
+    assert [e.name for e in await store.list_entities(ns)] == ["New"]
+    assert await count_nodes(neo4j_driver, ns) == {"Chunk": 1, "Entity": 1, "TimeNode": 0}
+
+    broken = make_batch(ns, "d3", ["x"], entities={"Y": "CONCEPT"}, mentions=[("Y", 0, 1)], replaces=["d2"])
+    broken.mentions.append(Mention(entity_id="ghost", chunk_id="d3-c0", document_id="d3"))
+    with pytest.raises(InvalidInputError, match="ghost"):
+        await store.write_batch(ns, broken)
+    # Nothing of the failed write landed, and the replaced document is still there.
+    assert [e.name for e in await store.list_entities(ns)] == ["New"]
+    assert await count_nodes(neo4j_driver, ns) == {"Chunk": 1, "Entity": 1, "TimeNode": 0}
+
+
+async def test_namespace_isolation(store: Neo4jGraphStore, neo4j_driver: Any) -> None:
+    ns1, ns2 = f"test-{uuid.uuid4().hex[:12]}", f"test-{uuid.uuid4().hex[:12]}"
+    try:
+        for ns in (ns1, ns2):
+            batch = make_batch(
+                ns,
+                "d1",  # same document and chunk ids in both namespaces
+                ["Alice and Bob"],
+                entities={"Alice": "PERSON", "Bob": "PERSON"},
+                mentions=[("Alice", 0, 1), ("Bob", 0, 1)],
+                relations=[("Alice", "Bob", "KNOWS", 1.0)],
+                occurred=[T0],
+            )
+            for e in batch.entities:  # force identical entity ids too
+                e.id = f"shared-{e.name}"
+            for m in batch.mentions:
+                m.entity_id = f"shared-{'Alice' if m.entity_id == entity_id(ns, 'Alice') else 'Bob'}"
+            rel = batch.relationships[0]
+            rel.source_id, rel.target_id = "shared-Alice", "shared-Bob"
+            await store.write_batch(ns, batch)
+        for ns in (ns1, ns2):
+            assert await count_nodes(neo4j_driver, ns) == {"Chunk": 1, "Entity": 2, "TimeNode": 1}
+            page = await store.chunks_for_entities(ns, ["shared-Alice"], limit=5)
+            assert [h.chunk.namespace_id for h in page.hits] == [ns]
+            hood = await store.neighbourhood(ns, ["shared-Alice"], depth=2)
+            assert {r.namespace_id for r in hood.relationships} == {ns}
+        assert await store.delete_document(ns2, "d1")
+        assert await count_nodes(neo4j_driver, ns2) == {"Chunk": 0, "Entity": 0, "TimeNode": 0}
+        assert await count_nodes(neo4j_driver, ns1) == {"Chunk": 1, "Entity": 2, "TimeNode": 1}
+        assert await store.delete_entities(ns2, ["shared-Alice"]) == 0
+        assert await store.delete_namespace(ns2) is False
+        assert await store.count_relationships(ns1) == 1
+        assert await store.delete_namespace(ns1) is True
+        assert await count_nodes(neo4j_driver, ns1) == {"Chunk": 0, "Entity": 0, "TimeNode": 0}
+    finally:
+        for ns in (ns1, ns2):
+            await store.delete_namespace(ns)
+
+
+async def test_vector_entity_search(store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any) -> None:
+    ns, other = graph_namespace, f"test-{uuid.uuid4().hex[:12]}"
+    query = np.array(unit(0))
+    try:
+        # The other namespace holds 300 entities much closer to the query than any of ours,
+        # so the namespace post-filter must over-fetch past them.
+        crowd = [
+            Entity(
+                id=f"o{i}",
+                namespace_id=other,
+                name=f"o{i}",
+                embedding=(query + 0.05 * np.array(unit(1000 + i))).tolist(),
+            )
+            for i in range(300)
+        ]
+        await store.upsert_graph(other, entities=crowd)
+        ours = [Entity(id=f"e{i}", namespace_id=ns, name=f"e{i}", embedding=unit(i + 1)) for i in range(20)]
+        ours.append(
+            Entity(
+                id="close",
+                namespace_id=ns,
+                name="close",
+                embedding=(query + 0.5 * np.array(unit(99))).tolist(),
+            )
+        )
+        ours.append(Entity(id="bare", namespace_id=ns, name="bare"))  # no embedding: never a hit
+        await store.upsert_graph(ns, entities=ours)
+
+        hits = await store.search_entities_by_vector(ns, query.tolist(), limit=5)
+        vectors = {e.id: np.array(e.embedding) for e in ours if e.embedding}
+        cos = {i: float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query))) for i, v in vectors.items()}
+        expected = sorted(cos, key=lambda i: -cos[i])[:5]
+        assert [h.entity.id for h in hits] == expected and expected[0] == "close"
+        for h in hits:
+            assert h.entity.namespace_id == ns
+            assert math.isclose(h.score, cos[h.entity.id], abs_tol=1e-4)
+            assert h.entity.embedding is not None and len(h.entity.embedding) == DIM
+        strict = await store.search_entities_by_vector(ns, query.tolist(), limit=5, min_similarity=0.5)
+        assert [h.entity.id for h in strict] == [i for i in expected if cos[i] >= 0.5] == ["close"]
+        with pytest.raises(InvalidInputError):
+            await store.search_entities_by_vector(ns, [1.0, 0.0], limit=3)
+        with pytest.raises(InvalidInputError):
+            await store.upsert_graph(
+                ns, entities=[Entity(id="bad", namespace_id=ns, name="bad", embedding=[1.0])]
+            )
+    finally:
+        await store.delete_namespace(other)
+
+
+async def test_filter_pushdown_and_recheck(store: Neo4jGraphStore, graph_namespace: str) -> None:
+    ns = graph_namespace
+    await store.write_batch(
+        ns,
+        make_batch(
+            ns,
+            "d1",
+            ["a", "b"],
+            entities={"X": "CONCEPT"},
+            mentions=[("X", 0, 2), ("X", 1, 1)],
+            occurred=[T0, T0 + timedelta(days=10)],
+            source_name="slack",
+            metadata={"tier": "gold"},
+        ),
+    )
+    await store.write_batch(
+        ns,
+        make_batch(
+            ns,
+            "d2",
+            ["c"],
+            entities={"X": "CONCEPT"},
+            mentions=[("X", 0, 5)],
+            occurred=[T0],
+            source_name="email",
+            metadata={"tier": "silver"},
+        ),
+    )
+    x = [entity_id(ns, "X")]
+    page = await store.chunks_for_entities(ns, x, limit=10, filter={"source_name": "slack"})
+    assert [h.chunk.id for h in page.hits] == ["d1-c0", "d1-c1"]
+    assert page.pushed_keys == ["source_name"] and page.post_filtered_keys == []
+    page = await store.chunks_for_entities(
+        ns, x, limit=10, filter={"metadata.tier": "silver", "occurred_at": {"$lt": T0 + timedelta(days=1)}}
+    )
+    assert [h.chunk.id for h in page.hits] == ["d2-c0"]
+    assert page.pushed_keys == ["occurred_at"] and page.post_filtered_keys == ["metadata.tier"]
+    page = await store.chunks_for_entities(ns, x, limit=1, filter={"metadata.tier": "gold"})
+    assert [h.chunk.id for h in page.hits] == ["d1-c0"]
+
+
+async def test_upsert_graph_and_delete_entities(store: Neo4jGraphStore, graph_namespace: str) -> None:
+    ns = graph_namespace
+    a = Entity(id="a", namespace_id=ns, name="A", aliases=["alpha"])
+    b = Entity(id="b", namespace_id=ns, name="B")
+    rel = Relationship(
+        id="r1", namespace_id=ns, source_id="a", target_id="b", type="LINKS", document_id="manual"
+    )
+    await store.upsert_graph(ns, entities=[a, b], relationships=[rel])
+    moved = rel.model_copy(update={"source_id": "b", "target_id": "a", "weight": 3.0})
+    await store.upsert_graph(ns, relationships=[moved])
+    rels = await store.list_relationships(ns)
+    assert [(r.id, r.source_id, r.target_id, r.weight) for r in rels] == [("r1", "b", "a", 3.0)]
+    with pytest.raises(InvalidInputError, match="ghost"):
+        await store.upsert_graph(
+            ns, relationships=[rel.model_copy(update={"id": "r2", "target_id": "ghost"})]
+        )
+    assert [e.id for e in await store.find_entities_by_name(ns, ["ALPHA", "b"])] == ["a", "b"]
+    assert await store.delete_entities(ns, ["a", "nope"]) == 1
+    assert await store.count_relationships(ns) == 0 and await store.count_entities(ns) == 1
+
+
+async def test_schema_is_idempotent_and_checks_dimension(store: Neo4jGraphStore, neo4j_driver: Any) -> None:
+    await store.ensure_schema()
+    with pytest.raises(ConfigError, match="384"):
+        await Neo4jGraphStore(neo4j_driver, embedding_dim=8).ensure_schema()
+
+
+async def test_driver_errors_are_translated(neo4j_settings: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as bad_pw:
+        await open_driver(neo4j_settings["uri"], neo4j_settings["user"], "not-the-password")
+    assert bad_pw.value.setting == "KHORA_STORAGE_NEO4J_PASSWORD"
+    assert "KHORA_STORAGE_NEO4J_PASSWORD" in str(bad_pw.value)
+    with pytest.raises(StorageUnavailableError):
+        await open_driver("bolt://127.0.0.1:1", "neo4j", "whatever-pw", timeout=2.0)
+    user, password = neo4j_settings["user"], neo4j_settings["password"]
+    host = neo4j_settings["uri"].split("://", 1)[1]
+    driver = await open_driver(f"bolt://{user}:{password}@{host}", "ignored", None)
+    await driver.close()
+
+
+async def test_lost_server_is_storage_unavailable() -> None:
+    import neo4j
+
+    # Nothing listens on port 1; a short retry budget keeps the managed transaction brief.
+    driver = neo4j.AsyncGraphDatabase.driver(
+        "bolt://127.0.0.1:1", auth=("neo4j", "x"), connection_timeout=1.0, max_transaction_retry_time=0.5
+    )
+    try:
+        with pytest.raises(StorageUnavailableError) as lost:
+            await Neo4jGraphStore(driver).count_entities("ns")
+        assert lost.value.setting == "KHORA_NEO4J_URL"
+    finally:
+        await driver.close()
+
+
+def test_url_credentials_and_error_mapping() -> None:
+    from neo4j import exceptions as nx
+
+    from khora_core.storage.neo4j.errors import split_credentials, translate_error
+
+    assert split_credentials("bolt://neo4j:p%40ss@db:7688") == ("bolt://db:7688", "neo4j", "p@ss")
+    assert split_credentials("neo4j://db") == ("neo4j://db", None, None)
+    assert isinstance(translate_error(nx.SessionExpired("gone")), StorageUnavailableError)
+    assert translate_error(nx.AuthError("no")).setting == "KHORA_STORAGE_NEO4J_PASSWORD"  # type: ignore[attr-defined]
+    plain = ValueError("not a driver error")
+    assert translate_error(plain) is plain
