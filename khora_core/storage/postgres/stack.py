@@ -1,0 +1,140 @@
+"""The production stack: PostgreSQL + pgvector (documents, chunk vectors, BM25) with Neo4j (graph).
+
+Consistency across the two servers (no distributed transaction) is kept by *compensation*
+with PostgreSQL as the source of truth for what recall can see:
+
+* ``write`` lands the rows in PostgreSQL first, in one transaction (replaced versions are
+  deleted in the same transaction), then the graph in one Neo4j transaction. If the graph
+  write fails, the new document's rows are deleted again and the error is raised; the
+  graph data of replaced versions is removed best-effort.
+* every chunk the graph channel finds is re-read from PostgreSQL by id, so a chunk whose
+  rows are gone (a compensated or replaced document, or a crash between the two writes)
+  is never returned, and the chunk carries its embedding for MMR.
+* ``delete_document`` removes the rows first (recall stops seeing the document at once),
+  then the graph nodes; a graph failure is reported after the rows are already gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from khora_core.config import StorageConfig
+from khora_core.models import NamespaceStats, WriteBatch
+from khora_core.storage.protocols import SearchPage
+
+if TYPE_CHECKING:
+    from khora_core.filters import RecallFilter
+    from khora_core.storage.neo4j import Neo4jGraphStore
+    from khora_core.storage.postgres.documents import PostgresDocumentStore
+
+__all__ = ["PostgresNeo4jStack"]
+
+
+class _RowCheckedGraph:
+    """The Neo4j graph store, with chunk results re-read from PostgreSQL (see module doc)."""
+
+    def __init__(self, graph: Neo4jGraphStore, documents: PostgresDocumentStore) -> None:
+        self._graph = graph
+        self._documents = documents
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._graph, name)
+
+    async def chunks_for_entities(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        temporal_sort: bool = False,
+    ) -> SearchPage:
+        page = await self._graph.chunks_for_entities(
+            namespace_id, entity_ids, limit=limit, filter=filter, temporal_sort=temporal_sort
+        )
+        rows = {c.id: c for c in await self._documents.get_chunks(namespace_id, [h.chunk.id for h in page.hits])}
+        hits = []
+        for hit in page.hits:
+            row = rows.get(hit.chunk.id)
+            if row is not None:
+                hits.append(hit.model_copy(update={"chunk": row, "rank": len(hits) + 1}))
+        return SearchPage(hits=hits, pushed_keys=page.pushed_keys, post_filtered_keys=page.post_filtered_keys)
+
+
+class PostgresNeo4jStack:
+    """``StorageStack`` named ``"postgres"``. Construct, then ``await stack.open()``."""
+
+    name = "postgres"
+
+    def __init__(self, config: StorageConfig, *, dim: int) -> None:
+        self.config = config
+        self.dim = dim
+        self._driver: Any = None
+
+    async def open(self) -> None:
+        from khora_core.storage.neo4j import Neo4jGraphStore, open_driver
+        from khora_core.storage.postgres.documents import PostgresDocumentStore
+        from khora_core.storage.postgres.keywords import PostgresKeywordIndex
+        from khora_core.storage.postgres.vectors import PostgresVectorIndex
+
+        documents = await PostgresDocumentStore.connect(self.config, dim=self.dim)
+        try:
+            self._driver = await open_driver(
+                str(self.config.neo4j_url),
+                self.config.neo4j_user,
+                self.config.neo4j_password,
+                database=self.config.neo4j_database,
+                timeout=self.config.connect_timeout_s,
+            )
+            graph = Neo4jGraphStore(self._driver, database=self.config.neo4j_database, embedding_dim=self.dim)
+            await graph.ensure_schema()
+        except BaseException:
+            await documents.aclose()
+            if self._driver is not None:
+                await self._driver.close()
+            raise
+        self.documents = documents
+        self.vectors = PostgresVectorIndex(documents.pool, self.config)
+        self.keywords = PostgresKeywordIndex(documents.pool, self.config)
+        self._neo4j = graph
+        self.graph = _RowCheckedGraph(graph, documents)
+
+    async def aclose(self) -> None:
+        if getattr(self, "documents", None) is not None:
+            await self.documents.aclose()
+        if self._driver is not None:
+            await self._driver.close()
+            self._driver = None
+
+    async def write(self, namespace_id: str, batch: WriteBatch) -> None:
+        await self.documents.write_rows(namespace_id, batch)
+        try:
+            await self._neo4j.write_batch(namespace_id, batch)
+        except BaseException:
+            await self.documents.delete_document_rows(namespace_id, batch.document.id)
+            for old in batch.replaces:
+                try:
+                    await self._neo4j.delete_document(namespace_id, old)
+                except Exception:  # the rows are gone already; stale graph data is unreachable
+                    pass
+            raise
+
+    async def delete_document(self, namespace_id: str, document_id: str) -> bool:
+        removed = await self.documents.delete_document_rows(namespace_id, document_id)
+        graph_removed = await self._neo4j.delete_document(namespace_id, document_id)
+        return bool(removed or graph_removed)
+
+    async def delete_namespace(self, namespace_id: str) -> bool:
+        removed = await self.documents.delete_namespace_rows(namespace_id)
+        await self._neo4j.delete_namespace(namespace_id)
+        return bool(removed)
+
+    async def stats(self, namespace_id: str) -> NamespaceStats:
+        return NamespaceStats(
+            namespace_id=namespace_id,
+            documents=await self.documents.count_documents(namespace_id),
+            chunks=await self.documents.count_chunks(namespace_id),
+            entities=await self._neo4j.count_entities(namespace_id),
+            relationships=await self._neo4j.count_relationships(namespace_id),
+        )
