@@ -1,0 +1,200 @@
+"""Building the ``RecallResult``: entities, relationships and the documents they cite.
+
+The producer-enforced invariant: every ``document_id`` referenced by a returned chunk,
+entity or relationship appears in ``documents``. Documents are fetched through the
+namespace-scoped ``DocumentStore.get_documents`` in batches of at most 1,000 ids, so an id
+from another namespace can never resolve; a reference whose document is gone (deleted
+between search and fetch) is dropped rather than returned dangling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from khora_core.models import (
+    Chunk,
+    Document,
+    DocumentProjection,
+    Entity,
+    EntityProjection,
+    RecallChunk,
+    Relationship,
+    RelationshipProjection,
+)
+from khora_core.storage.protocols import StorageStack
+
+__all__ = ["Assembled", "assemble", "fetch_documents", "project_chunks", "to_document_projection"]
+
+#: ``get_documents`` batch size (ids per call).
+DOCUMENT_BATCH = 1000
+#: Document ids kept per entity (those of returned chunks first).
+DOCS_PER_ENTITY = 10
+
+
+def to_document_projection(doc: Document) -> DocumentProjection:
+    """A stored ``Document`` as recall returns it."""
+    return DocumentProjection(**doc.model_dump(exclude={"content_hash"}))
+
+
+async def fetch_documents(
+    stack: StorageStack, namespace_id: str, document_ids: Iterable[str]
+) -> dict[str, DocumentProjection]:
+    """Fetch documents of ``namespace_id`` by id, in batches of ``DOCUMENT_BATCH``."""
+    wanted = list(dict.fromkeys(d for d in document_ids if d))
+    found: dict[str, DocumentProjection] = {}
+    for start in range(0, len(wanted), DOCUMENT_BATCH):
+        batch = wanted[start : start + DOCUMENT_BATCH]
+        for doc in await stack.documents.get_documents(namespace_id, batch):
+            if doc.namespace_id == namespace_id:
+                found[doc.id] = to_document_projection(doc)
+    return found
+
+
+@dataclass
+class Assembled:
+    chunk_entities: dict[str, list[Entity]] = field(default_factory=dict)
+    entities: list[EntityProjection] = field(default_factory=list)
+    relationships: list[RelationshipProjection] = field(default_factory=list)
+    documents: dict[str, DocumentProjection] = field(default_factory=dict)
+
+
+async def assemble(
+    stack: StorageStack,
+    namespace_id: str,
+    chunks: Sequence[Chunk],
+    *,
+    entity_scores: dict[str, float] | None = None,
+    max_entities: int = 30,
+    max_relationships: int = 100,
+) -> Assembled:
+    """Entities of the chunks, relationships among them, and every cited document.
+
+    Entities are ordered by how many returned chunks mention them, then by their link
+    score, then by their total mention count; at most ``max_entities`` are kept.
+    """
+    entity_scores = entity_scores or {}
+    chunk_ids = [c.id for c in chunks]
+    chunk_entities = await stack.graph.entities_for_chunks(namespace_id, chunk_ids) if chunk_ids else {}
+    seen_in: dict[str, int] = {}
+    by_id: dict[str, Entity] = {}
+    for cid in chunk_ids:
+        for e in chunk_entities.get(cid, []):
+            by_id.setdefault(e.id, e)
+            seen_in[e.id] = seen_in.get(e.id, 0) + 1
+    ranked = sorted(
+        by_id.values(),
+        key=lambda e: (-seen_in[e.id], -entity_scores.get(e.id, 0.0), -e.mention_count, e.name),
+    )[:max_entities]
+    entity_ids = [e.id for e in ranked]
+
+    relationships: list[Relationship] = []
+    entity_docs: dict[str, list[str]] = {}
+    if entity_ids:
+        relationships = await stack.graph.relationships_among(
+            namespace_id, entity_ids, limit=max_relationships
+        )
+        entity_docs = await stack.graph.documents_for_entities(namespace_id, entity_ids)
+    chunk_docs = [c.document_id for c in chunks]
+    preferred = set(chunk_docs)
+    for eid, docs in entity_docs.items():
+        entity_docs[eid] = sorted(dict.fromkeys(docs), key=lambda d: d not in preferred)[:DOCS_PER_ENTITY]
+    documents = await fetch_documents(
+        stack,
+        namespace_id,
+        [
+            *chunk_docs,
+            *(r.document_id for r in relationships),
+            *(d for ds in entity_docs.values() for d in ds),
+        ],
+    )
+
+    names = {e.id: e.name for e in ranked}
+    entities = [
+        EntityProjection(
+            id=e.id,
+            name=e.name,
+            type=e.type,
+            aliases=list(e.aliases),
+            description=e.description,
+            mention_count=e.mention_count,
+            score=entity_scores.get(e.id),
+            document_ids=[d for d in entity_docs.get(e.id, []) if d in documents],
+        )
+        for e in ranked
+    ]
+    rels = [
+        RelationshipProjection(
+            id=r.id,
+            source_id=r.source_id,
+            source_name=names.get(r.source_id),
+            target_id=r.target_id,
+            target_name=names.get(r.target_id),
+            type=r.type,
+            description=r.description,
+            weight=r.weight,
+            document_id=r.document_id,
+        )
+        for r in relationships
+        if r.document_id in documents
+    ]
+    return Assembled(
+        chunk_entities=chunk_entities, entities=entities, relationships=rels, documents=documents
+    )
+
+
+def project_chunks(
+    final: Sequence[str],
+    cands: Mapping[str, Any],
+    rel: Mapping[str, float],
+    rerank_scores: Mapping[str, float],
+    chunk_entities: Mapping[str, list[Entity]],
+    qvec: Sequence[float] | None,
+) -> list[RecallChunk]:
+    """``RecallChunk``s in ``final`` order with non-increasing scores, the top one 1.0.
+
+    ``cands`` maps chunk id to a candidate with ``chunk``, ``scores`` and ``ranks``
+    (``ranking.Candidate``).
+    """
+    out: list[RecallChunk] = []
+    running: float | None = None
+    for cid in final:
+        running = rel[cid] if running is None else min(running, rel[cid])
+        out.append(
+            _to_recall_chunk(cands[cid], running, rerank_scores.get(cid), chunk_entities.get(cid, []), qvec)
+        )
+    head = out[0].score if out and out[0].score > 0 else 1.0
+    for rc in out:
+        rc.score = round(rc.score / head, 6)
+    return out
+
+
+def _to_recall_chunk(
+    cand: Any, score: float, rerank_score: float | None, entities: list[Entity], qvec: Sequence[float] | None
+) -> RecallChunk:
+    c: Chunk = cand.chunk
+    similarity = cand.scores.get("vector")
+    if similarity is None and qvec is not None and c.embedding is not None and len(c.embedding) == len(qvec):
+        # A chunk the vector channel did not return: its raw cosine from the stored vector.
+        similarity = float(sum(a * b for a, b in zip(c.embedding, qvec, strict=True)))
+    return RecallChunk(
+        id=c.id,
+        document_id=c.document_id,
+        content=c.content,
+        score=score,
+        index=c.index,
+        start_char=c.start_char,
+        end_char=c.end_char,
+        occurred_at=c.occurred_at,
+        created_at=c.created_at,
+        title=c.title,
+        metadata=dict(c.metadata),
+        channels=list(cand.scores),
+        channel_scores=dict(cand.scores),
+        channel_ranks=dict(cand.ranks),
+        vector_similarity=similarity,
+        rerank_score=rerank_score,
+        entity_ids=[e.id for e in entities],
+        entity_names=[e.name for e in entities],
+    )

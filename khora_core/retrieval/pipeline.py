@@ -1,0 +1,346 @@
+"""``RecallPipeline``: the read path, one small stage after another.
+
+understand -> route -> embed -> link entities -> channels in parallel (each pushes the
+filter down and reports it) -> defensive filter re-check -> deprecated time window -> fuse ->
+date-window boost -> limit decision -> recency over the head -> MMR -> rerank -> limit ->
+entities, relationships and documents -> abstention -> ``RecallResult``.
+
+Scores: fused RRF scores are divided by the best one (relevance in (0, 1]), boosted, and
+reordered; the returned ``chunk.score`` is made non-increasing down the list and divided by
+the first, so the top hit is 1.0. It is a rank within this result, not a confidence: read
+``engine_info["max_raw_vector_score"]`` and ``engine_info["abstention_signals"]`` for that.
+
+Reference ``now`` for relative dates: the caller's ``now``, else the newest ``occurred_at`` in
+the namespace, else the wall clock; ``engine_info["temporal"]["reference_source"]`` says which.
+
+Recency is applied only when the question asks for recent information ("latest", "last
+week"): evergreen lookups are not reordered by date. Dates in the question are a soft boost
+(``temporal_window_boost``), never a gate; use ``filter=`` for hard time bounds.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from khora_core.config import KhoraConfig
+from khora_core.embedding.base import Embedder
+from khora_core.errors import InvalidInputError
+from khora_core.models import RecallResult, SearchMode
+from khora_core.retrieval import ranking
+from khora_core.retrieval.abstention import abstention_signals
+from khora_core.retrieval.assemble import assemble, project_chunks
+from khora_core.retrieval.channels import (
+    ChannelResult,
+    graph_channel,
+    keyword_channel,
+    run_channels,
+    select_channels,
+    vector_channel,
+)
+from khora_core.retrieval.hyde import hypothetical_passage, should_use_hyde
+from khora_core.retrieval.limits import decide_limit
+from khora_core.retrieval.linking import LinkedEntity, link_entities
+from khora_core.retrieval.pushdown import pushdown_report
+from khora_core.retrieval.router import route
+from khora_core.retrieval.understand import understand
+from khora_core.storage.protocols import StorageStack
+
+if TYPE_CHECKING:
+    from khora_core.filters import RecallFilter
+    from khora_core.llm.client import LLMClient
+
+__all__ = ["RecallPipeline"]
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000.0, 2)
+
+
+class RecallPipeline:
+    """The read path over one storage stack.
+
+    Args:
+        stack: an opened storage stack.
+        embedder: embeds the question (and entity mentions for linking).
+        config: ``config.query`` toggles and ``config.vectorcypher`` engine knobs.
+        llm: optional; enables LLM understanding, HyDE and LLM reranking.
+    """
+
+    def __init__(
+        self, *, stack: StorageStack, embedder: Embedder, config: KhoraConfig, llm: LLMClient | None = None
+    ) -> None:
+        self.stack = stack
+        self.embedder = embedder
+        self.config = config
+        self.llm = llm
+
+    async def _reference_now(self, namespace_id: str, now: datetime | None) -> tuple[datetime, str]:
+        if now is not None:
+            return _aware(now), "explicit"
+        newest = await self.stack.documents.newest_occurred_at(namespace_id)
+        if newest is not None:
+            return _aware(newest), "newest_occurred_at"
+        return datetime.now(timezone.utc), "wall_clock"
+
+    async def _hyde(
+        self, query: str, namespace_id: str, *, limit: int, min_similarity: float, filter: RecallFilter | None
+    ) -> ChannelResult:
+        started = time.perf_counter()
+        passage = await hypothetical_passage(query, self.llm) if self.llm is not None else None
+        if passage is None:
+            return ChannelResult("hyde", elapsed_ms=_ms(started), info={"skipped": "llm_failed"})
+        vector = await self.embedder.embed_query(passage)
+        result = await vector_channel(
+            self.stack,
+            namespace_id,
+            vector,
+            limit=limit,
+            min_similarity=min_similarity,
+            filter=filter,
+            name="hyde",
+        )
+        result.elapsed_ms = _ms(started)
+        result.info["passage"] = passage[:200]
+        return result
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        namespace_id: str,
+        limit: int = 10,
+        mode: SearchMode | str = SearchMode.HYBRID,
+        min_similarity: float = 0.0,
+        filter: RecallFilter | dict[str, Any] | None = None,
+        time_window: tuple[datetime | None, datetime | None] | None = None,
+        now: datetime | None = None,
+    ) -> RecallResult:
+        """Answer ``query`` from ``namespace_id``. See ``Khora.recall`` for the arguments.
+
+        Raises:
+            RecallFilterValidationError: a malformed filter dict.
+            InvalidInputError: ``filter`` combined with ``time_window`` (also a ValueError).
+        """
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        qc, vc = self.config.query, self.config.vectorcypher
+        mode = SearchMode(mode)
+        f = _parse_filter(filter)
+        if f is not None and time_window is not None:
+            raise InvalidInputError(
+                "filter= cannot be combined with the deprecated start/end time window; "
+                'use filter={"occurred_at": {"$gte": start, "$lt": end}}'
+            )
+
+        # 1-2. understand and route
+        t = time.perf_counter()
+        ref_now, ref_source = await self._reference_now(namespace_id, now)
+        u = await understand(query, llm=self.llm, use_llm=vc.routing_use_llm, now=ref_now)
+        llm_route = u.source == "llm"
+        decision = route(
+            query,
+            vc,
+            entity_mentions=u.entity_mentions,
+            max_graph_depth=qc.max_graph_depth,
+            complexity=u.complexity if llm_route else None,
+            reasons=u.complexity_reasons if llm_route else (),
+            weights=u.fusion_weights,
+        )
+        names = select_channels(mode, decision, enable_bm25=qc.enable_bm25_channel)
+        timings["understand_ms"] = _ms(t)
+
+        # 3-4. embed the question, link its entities
+        t = time.perf_counter()
+        qvec = await self.embedder.embed_query(query) if {"vector", "graph"} & set(names) else None
+        timings["embed_ms"] = _ms(t)
+        t = time.perf_counter()
+        linked: list[LinkedEntity] = []
+        if "graph" in names and u.entity_mentions:
+            linked = await link_entities(
+                self.stack.graph,
+                namespace_id,
+                u.entity_mentions,
+                embedder=self.embedder,
+                min_similarity=vc.retriever_min_entity_similarity,
+            )
+        timings["link_ms"] = _ms(t)
+
+        # 5. channels in parallel
+        t = time.perf_counter()
+        pool = max(qc.candidate_pool, limit) * (2 if time_window is not None else 1)
+        calls: dict[str, Any] = {}
+        if "vector" in names and qvec is not None:
+            calls["vector"] = vector_channel(
+                self.stack, namespace_id, qvec, limit=pool, min_similarity=min_similarity, filter=f
+            )
+        if "graph" in names:
+            calls["graph"] = graph_channel(
+                self.stack,
+                namespace_id,
+                qvec,
+                linked=linked,
+                decision=decision,
+                config=vc,
+                limit=pool,
+                filter=f,
+                temporal_sort=u.wants_recency,
+            )
+        if "keyword" in names:
+            calls["keyword"] = keyword_channel(self.stack, namespace_id, query, limit=pool, filter=f)
+        hyde_on = "vector" in calls and should_use_hyde(
+            qc.enable_hyde,
+            complexity=decision.complexity,
+            is_temporal=u.is_temporal,
+            has_llm=self.llm is not None,
+        )
+        if hyde_on:
+            calls["hyde"] = self._hyde(
+                query, namespace_id, limit=pool, min_similarity=min_similarity, filter=f
+            )
+        results = await run_channels(calls)
+        timings["channels_ms"] = _ms(t)
+
+        # 6-8. candidates, defensive filter re-check, deprecated window, fusion, boosts
+        t = time.perf_counter()
+        cands, dropped_by_filter, dropped_by_window = ranking.gate(ranking.collect(results), f, time_window)
+        ranked = ranking.fuse_and_boost(
+            query, results, cands, decision=decision, understanding=u, vc=vc, qc=qc
+        )
+        timings["fuse_ms"] = _ms(t)
+
+        # 9. limit decision, recency, MMR, rerank
+        t = time.perf_counter()
+        decided = decide_limit(
+            limit, decision.complexity, adaptive_limit=qc.adaptive_limit, confident=ranked.vector_confident
+        )
+        n = decided.count
+        ranking.recency_head(ranked, cands, n=n, understanding=u, vc=vc, qc=qc)
+        rerank_scores, mmr_info, rerank_info = await ranking.diversify_and_rerank(
+            query, ranked, cands, n=n, qc=qc, llm=self.llm, is_temporal=u.is_temporal
+        )
+        order, rel, quality, max_raw = ranked.order, ranked.rel, ranked.quality, ranked.max_raw_vector_score
+        timings["rerank_ms"] = _ms(t)
+
+        # 10. limit, assemble
+        t = time.perf_counter()
+        final = order[:n]
+        link_scores = {link.entity.id: link.score for link in linked}
+        built = await assemble(
+            self.stack,
+            namespace_id,
+            [cands[c].chunk for c in final],
+            entity_scores=link_scores,
+            max_entities=vc.retriever_max_entities,
+        )
+        final = [c for c in final if cands[c].chunk.document_id in built.documents]
+        chunks = project_chunks(final, cands, rel, rerank_scores, built.chunk_entities, qvec)
+        timings["assemble_ms"] = _ms(t)
+
+        # 11. abstention and engine_info
+        other = max(
+            [link.score for link in linked if link.match in ("exact", "fuzzy")]
+            + [quality.get("keyword", 0.0)],
+            default=0.0,
+        )
+        signals = abstention_signals(
+            n_chunks=len(chunks),
+            n_entities=len(built.entities),
+            max_raw_vector_score=max_raw,
+            min_chunks=qc.abstain_min_chunks,
+            min_top_score=qc.abstain_min_top_score,
+            threshold=qc.abstain_threshold,
+            other_evidence=other,
+        )
+        report = pushdown_report(
+            f,
+            {k: (r.pushed_keys, r.post_filtered_keys) for k, r in results.items()},
+            defensive_recheck=True,
+        )
+        timings["total_ms"] = _ms(started)
+        engine_info: dict[str, Any] = {
+            "engine": "vectorcypher",
+            "stack": getattr(self.stack, "name", None),
+            "mode": mode.value,
+            "routing": {**decision.as_dict(), "channels": names},
+            "understanding": u.as_dict(),
+            "linked_entities": [link.as_dict() for link in linked],
+            "channels": {
+                k: {**r.summary(), "pushed_keys": r.pushed_keys, "post_filtered_keys": r.post_filtered_keys}
+                for k, r in results.items()
+            },
+            "fusion": {
+                "method": "weighted_rrf_normalized" if ranked.policy.normalized else "weighted_rrf",
+                "k": ranked.policy.k,
+                "base_weights": ranked.base_weights,
+                "weights": ranked.outcome.weights,
+                "quality": quality,
+                "anchored_top": ranked.outcome.anchored,
+            },
+            "timings": timings,
+            "max_raw_vector_score": max_raw,
+            "temporal": {
+                "refs": [r.as_dict() for r in u.temporal_refs],
+                "reference_now": ref_now.isoformat(),
+                "reference_source": ref_source,
+                "window_boost": vc.temporal_window_boost,
+                "window_boosted_chunks": ranked.window_boosted,
+                "recency_applied": ranked.recency_applied,
+                "graph_temporal_sort": bool("graph" in results and u.wants_recency),
+                "how_used": [
+                    use
+                    for use, on in (
+                        ("window_boost", ranked.window_boosted > 0),
+                        ("recency", ranked.recency_applied),
+                        ("graph_temporal_sort", "graph" in results and u.wants_recency),
+                        ("hyde", hyde_on and u.is_temporal),
+                    )
+                    if on
+                ],
+            },
+            "filter": report,
+            "filter_dropped": dropped_by_filter,
+            "time_window": None
+            if time_window is None
+            else {
+                "start": time_window[0].isoformat() if time_window[0] else None,
+                "end": time_window[1].isoformat() if time_window[1] else None,
+                "axis": "COALESCE(source_timestamp, created_at)",
+                "dropped": dropped_by_window,
+            },
+            "hyde": {
+                "applied": hyde_on and bool(results.get("hyde") and results["hyde"].hits),
+                "setting": qc.enable_hyde,
+            },
+            "mmr": mmr_info,
+            "rerank": rerank_info,
+            "candidates": len(cands),
+            "limit_applied": n,
+            "returned": len(chunks),
+            "limit_decision": decided.as_dict(),
+            "abstention_signals": signals.as_dict(),
+        }
+        return RecallResult(
+            query=query,
+            namespace_id=namespace_id,
+            chunks=chunks,
+            entities=built.entities,
+            relationships=built.relationships,
+            documents=list(built.documents.values()),
+            engine_info=engine_info,
+        )
+
+
+def _parse_filter(obj: Any) -> RecallFilter | None:
+    if obj is None:
+        return None
+    try:
+        from khora_core.filters import RecallFilter
+    except ImportError:  # the package re-export is optional; the class lives in ast.py
+        from khora_core.filters.ast import RecallFilter
+    return RecallFilter.parse(obj)

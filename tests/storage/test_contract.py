@@ -1,0 +1,158 @@
+"""The storage contract: one suite, run unchanged on every stack through the public API.
+
+``stack_name`` runs each test on the embedded ``sqlite_lance`` stack and on PostgreSQL +
+pgvector with Neo4j (real servers; see ``tests/fixtures``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+
+from khora_core import Khora, NamespaceNotFoundError, SearchMode
+
+DOCS = [
+    {
+        "content": "Maya Chen is the CTO of Northwind Robotics. She joined Northwind Robotics from Halcyon Bio in 2023.",
+        "title": "Northwind leadership",
+        "occurred_at": datetime(2024, 3, 4, tzinfo=timezone.utc),
+        "source_type": "memo",
+        "source_name": "intranet",
+        "external_id": "doc-1",
+        "metadata": {"team": {"name": "robotics"}, "tier": "gold", "score": 0.9},
+        "tags": ["people"],
+    },
+    {
+        "content": "Halcyon Bio runs Project Kestrel, a protein folding platform led by Omar Reyes.",
+        "title": "Kestrel",
+        "occurred_at": datetime(2023, 6, 1, tzinfo=timezone.utc),
+        "source_type": "news",
+        "source_name": "press",
+        "external_id": "doc-2",
+        "metadata": {"team": {"name": "bio"}, "tier": "silver", "score": 0.4},
+        "tags": ["projects"],
+    },
+    {
+        "content": "The quarterly picnic will be held at Riverside Park. Bring sandwiches and a frisbee.",
+        "title": "Picnic",
+        "occurred_at": datetime(2022, 8, 20, tzinfo=timezone.utc),
+        "source_type": "email",
+        "source_name": "mail",
+        "external_id": "doc-3",
+        "metadata": {"tier": "bronze"},
+        "tags": [],
+    },
+]
+
+
+async def _load(kb: Khora, ns: str) -> dict[str, str]:
+    ids = {}
+    for d in DOCS:
+        r = await kb.remember(namespace=ns, **d)
+        ids[d["external_id"]] = r.document_id
+    return ids
+
+
+def _ext(result) -> list[str]:
+    by_id = {d.id: d.external_id for d in result.documents}
+    seen: list[str] = []
+    for c in result.chunks:
+        e = by_id[c.document_id]
+        if e not in seen:
+            seen.append(e)
+    return seen
+
+
+async def test_round_trip_and_stats(kb: Khora, namespace: str) -> None:
+    ids = await _load(kb, namespace)
+    stats = await kb.stats(namespace)
+    assert stats.documents == 3
+    assert stats.chunks >= 3
+    assert stats.entities > 0
+    result = await kb.recall("Who is the CTO of Northwind Robotics?", namespace=namespace, mode=SearchMode.VECTOR)
+    assert _ext(result)[0] == "doc-1"
+    doc_ids = {d.id for d in result.documents}
+    assert {c.document_id for c in result.chunks} <= doc_ids  # the documents invariant
+    assert ids["doc-1"] in doc_ids
+    top = result.chunks[0]
+    assert top.vector_similarity is not None and top.vector_similarity > 0.4
+
+
+async def test_dedup_and_replace_by_external_id(kb: Khora, namespace: str) -> None:
+    first = await kb.remember("Project Heron ships in May.", namespace=namespace, external_id="heron")
+    dup = await kb.remember("Project Heron ships in May.", namespace=namespace)
+    assert dup.duplicate and dup.document_id == first.document_id
+    second = await kb.remember("Project Heron ships in September instead.", namespace=namespace, external_id="heron")
+    assert second.document_id != first.document_id
+    stats = await kb.stats(namespace)
+    assert stats.documents == 1
+    res = await kb.recall("When does Project Heron ship?", namespace=namespace, mode=SearchMode.KEYWORD)
+    assert all("September" in c.content for c in res.chunks) and res.chunks
+
+
+@pytest.mark.parametrize("mode", [SearchMode.VECTOR, SearchMode.KEYWORD, SearchMode.GRAPH, SearchMode.ALL])
+async def test_filters_hold_on_every_channel(kb: Khora, namespace: str, mode: SearchMode) -> None:
+    await _load(kb, namespace)
+    flt = {"metadata.tier": {"$in": ["gold", "silver"]}, "occurred_at": {"$gte": datetime(2023, 1, 1, tzinfo=timezone.utc)}}
+    res = await kb.recall("Northwind Robotics Halcyon Bio Kestrel CTO", namespace=namespace, mode=mode, filter=flt)
+    got = set(_ext(res))
+    assert got <= {"doc-1", "doc-2"}
+    report = res.engine_info["filter"]
+    assert report["unenforced_keys"] == []
+    leaves = set(report["pushed_keys"]) | set(report["post_filtered_keys"])
+    assert leaves == {"metadata.tier", "occurred_at"}
+    res2 = await kb.recall("picnic sandwiches", namespace=namespace, mode=mode, filter={"source_type": "email"})
+    assert set(_ext(res2)) <= {"doc-3"}
+
+
+async def test_namespace_isolation_through_every_method(kb: Khora, namespace: str) -> None:
+    await _load(kb, namespace)
+    other = (await kb.create_namespace(namespace_id=f"other-{uuid.uuid4().hex[:8]}")).namespace_id
+    try:
+        for mode in SearchMode:
+            res = await kb.recall("Northwind Robotics CTO", namespace=other, mode=mode)
+            assert res.chunks == [] and res.documents == []
+        assert (await kb.stats(other)).documents == 0
+        assert await kb.list_entities(namespace_id=other) == []
+        assert await kb.search_entities("Northwind Robotics", namespace_id=other) == []
+        mine = await kb.list_entities(namespace_id=namespace)
+        assert mine
+        assert await kb.get_entity(mine[0].id, namespace_id=other) is None
+        assert await kb.find_related_entities(mine[0].id, namespace_id=other) == []
+        assert not await kb.forget(namespace=other, external_id="doc-1")
+        assert (await kb.stats(namespace)).documents == 3
+    finally:
+        await kb.delete_namespace(other)
+    with pytest.raises(NamespaceNotFoundError):
+        await kb.recall("anything", namespace=f"missing-{uuid.uuid4().hex[:6]}")
+
+
+async def test_forget_leaves_no_orphans(kb: Khora, namespace: str) -> None:
+    ids = await _load(kb, namespace)
+    before = await kb.stats(namespace)
+    assert await kb.forget(ids["doc-2"], namespace=namespace)
+    assert await kb.forget(namespace=namespace, external_id="doc-1")
+    assert await kb.forget(namespace=namespace, external_id="doc-3")
+    after = await kb.stats(namespace)
+    assert (after.documents, after.chunks, after.entities, after.relationships) == (0, 0, 0, 0), (before, after)
+    for mode in SearchMode:
+        res = await kb.recall("Northwind Robotics CTO picnic", namespace=namespace, mode=mode)
+        assert res.chunks == []
+
+
+async def test_entity_reads(kb: Khora, namespace: str) -> None:
+    await _load(kb, namespace)
+    found = await kb.search_entities("Northwind Robotics", namespace_id=namespace, include_sources=True)
+    assert found and found[0].name.lower().startswith("northwind")
+    assert found[0].source_documents and found[0].source_documents[0].external_id == "doc-1"
+    exact = await kb.search_entities("northwind robotics", namespace_id=namespace, method="exact")
+    assert exact and exact[0].id == found[0].id
+    fuzzy = await kb.search_entities("Northwnd Robotcs", namespace_id=namespace, method="fuzzy")
+    assert any(e.id == found[0].id for e in fuzzy)
+    got = await kb.get_entity(found[0].id, namespace_id=namespace, include_sources=True)
+    assert got is not None and got.document_ids
+    page1 = await kb.list_entities(namespace_id=namespace, limit=2)
+    page2 = await kb.list_entities(namespace_id=namespace, offset=2, limit=2)
+    assert len(page1) == 2 and not {e.id for e in page1} & {e.id for e in page2}
