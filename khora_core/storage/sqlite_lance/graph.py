@@ -1,0 +1,362 @@
+"""``GraphStore`` for the embedded store: the entity graph in SQLite.
+
+Traversal is an iterative breadth-first search, one SQL query per hop, with at most
+``max_fanout`` edges (heaviest first) followed from each entity. Entity vector search is an
+exact cosine over a cached matrix of the namespace's entity embeddings.
+
+Embeddings are returned by the point lookups (``get_entity``, ``get_entities``,
+``find_entities_by_name``, ``search_entities_by_vector``); listings and traversals leave
+``Entity.embedding`` as ``None`` to stay light.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from khora_core.errors import InvalidInputError
+from khora_core.models import ChunkHit, Entity, Relationship
+from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
+from khora_core.storage.sqlite_lance.db import Database
+from khora_core.storage.sqlite_lance.documents import require_namespace
+from khora_core.storage.sqlite_lance.filtering import PreparedFilter, prepare
+from khora_core.storage.sqlite_lance.graph_rows import (
+    delete_entity_rows,
+    fold,
+    refresh_mention_counts,
+    upsert_entities,
+    upsert_relationships,
+)
+from khora_core.storage.sqlite_lance.rows import IN_JSON, fetch_entities, json_ids
+from khora_core.storage.sqlite_lance.schema import (
+    CHUNK_SELECT,
+    ENTITY_SELECT,
+    RELATIONSHIP_SELECT,
+    chunk_from_row,
+    entity_from_row,
+    relationship_from_row,
+)
+from khora_core.storage.sqlite_lance.vectors import EntityVectorCache, dot_rows, query_vector
+
+#: Stop expanding a neighbourhood once it holds this many entities (depth x fan-out can explode).
+MAX_NEIGHBOURHOOD = 5000
+
+
+class SqliteGraphStore:
+    """Entities, ``MENTIONED_IN``, typed relationships and ``AT_TIME`` links in SQLite."""
+
+    def __init__(self, db: Database, entity_vectors: EntityVectorCache, dim: int) -> None:
+        self._db = db
+        self._vectors = entity_vectors
+        self._dim = dim
+
+    # -- entities ----------------------------------------------------------------------------
+
+    async def get_entity(self, namespace_id: str, entity_id: str) -> Entity | None:
+        found = await self.get_entities(namespace_id, [entity_id])
+        return found[0] if found else None
+
+    async def get_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> list[Entity]:
+        ids = list(dict.fromkeys(entity_ids))
+
+        def run(conn: sqlite3.Connection) -> list[Entity]:
+            found = fetch_entities(conn, namespace_id, ids, embeddings=True)
+            return [found[i] for i in ids if i in found]
+
+        return await self._db.read(run) if ids else []
+
+    async def list_entities(
+        self, namespace_id: str, *, offset: int = 0, limit: int = 100, type: str | None = None
+    ) -> list[Entity]:
+        """Entities by mention count (most mentioned first), then name."""
+        sql = f"SELECT {ENTITY_SELECT} FROM entities e WHERE e.namespace_id = ?"
+        params: list[Any] = [namespace_id]
+        if type is not None:
+            sql += " AND e.type = ?"
+            params.append(type)
+        sql += " ORDER BY e.mention_count DESC, e.name_lower, e.id LIMIT ? OFFSET ?"
+        params += [max(0, limit), max(0, offset)]
+        return await self._db.read(lambda conn: [entity_from_row(r) for r in conn.execute(sql, params)])
+
+    async def find_entities_by_name(self, namespace_id: str, names: Sequence[str]) -> list[Entity]:
+        """Exact, case-insensitive matches on name or alias."""
+        keys = json_ids(sorted({fold(n) for n in names if n and n.strip()}))
+        sql = (
+            f"SELECT {ENTITY_SELECT}, e.embedding FROM entities e WHERE e.namespace_id = ? AND "
+            f"(e.name_lower IN {IN_JSON} OR e.id IN (SELECT a.entity_id FROM entity_aliases a "
+            f"WHERE a.namespace_id = ? AND a.alias_lower IN {IN_JSON})) ORDER BY e.mention_count DESC, e.id"
+        )
+        params = (namespace_id, keys, namespace_id, keys)
+        return await self._db.read(lambda conn: [entity_from_row(r, r[7]) for r in conn.execute(sql, params)])
+
+    async def search_entities_by_vector(
+        self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
+    ) -> list[EntityHit]:
+        """Entities by cosine similarity of their embedding (``score`` is the raw cosine)."""
+        q = query_vector(vector, self._dim)
+
+        def run(conn: sqlite3.Connection) -> list[EntityHit]:
+            row = conn.execute(
+                "SELECT graph_version FROM namespaces WHERE namespace_id = ?", (namespace_id,)
+            ).fetchone()
+            if row is None or limit <= 0:
+                return []
+            ids, matrix = self._vectors.matrix(conn, namespace_id, int(row[0]))
+            if not ids or matrix.shape[1] != q.shape[0]:
+                return []
+            scores = dot_rows(matrix, q)
+            k = min(limit, len(ids))
+            top = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+            top = top[np.lexsort((top, -scores[top]))]
+            wanted = [(ids[i], float(scores[i])) for i in top if scores[i] >= min_similarity]
+            found = fetch_entities(conn, namespace_id, [i for i, _ in wanted], embeddings=True)
+            return [EntityHit(entity=found[i], score=s) for i, s in wanted if i in found]
+
+        return await self._db.read_tx(run, what="search entities")
+
+    # -- traversal ---------------------------------------------------------------------------
+
+    async def neighbourhood(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        depth: int,
+        max_fanout: int = 50,
+        relationship_types: Sequence[str] | None = None,
+    ) -> Neighbourhood:
+        """Entities within ``depth`` hops of the seeds (either edge direction).
+
+        From each entity at most ``max_fanout`` edges are followed, heaviest first; the walk
+        stops early past ``MAX_NEIGHBOURHOOD`` entities. Relationship types match exactly.
+        """
+        types = list(relationship_types) if relationship_types is not None else None
+        seeds = list(dict.fromkeys(entity_ids))
+        return await self._db.read_tx(
+            self._walk, namespace_id, seeds, depth, max_fanout, types, what="walk the graph"
+        )
+
+    @staticmethod
+    def _walk(
+        conn: sqlite3.Connection,
+        namespace_id: str,
+        seeds: list[str],
+        depth: int,
+        max_fanout: int,
+        types: list[str] | None,
+    ) -> Neighbourhood:
+        distance = {e: 0 for e in fetch_entities(conn, namespace_id, seeds)}
+        type_clause = f" AND r.type IN {IN_JSON}" if types is not None else ""
+        sql = (
+            "WITH f(id) AS (SELECT value FROM json_each(?)), e AS ("
+            f"SELECT f.id AS from_id, r.target_id AS other_id, {RELATIONSHIP_SELECT} FROM f JOIN relationships r "
+            f"ON r.namespace_id = ? AND r.source_id = f.id{type_clause} UNION ALL "
+            f"SELECT f.id, r.source_id, {RELATIONSHIP_SELECT} FROM f JOIN relationships r "
+            f"ON r.namespace_id = ? AND r.target_id = f.id{type_clause}), "
+            "ranked AS (SELECT e.*, ROW_NUMBER() OVER (PARTITION BY from_id ORDER BY weight DESC, id) AS rn FROM e) "
+            "SELECT id, namespace_id, source_id, target_id, type, description, weight, document_id, chunk_id, "
+            "other_id FROM ranked WHERE rn <= ?"
+        )
+        walked: dict[str, Relationship] = {}
+        frontier = list(distance)
+        for hop in range(1, max(0, depth) + 1):
+            if not frontier or len(distance) >= MAX_NEIGHBOURHOOD:
+                break
+            side: list[Any] = [namespace_id] + ([json_ids(types)] if types is not None else [])
+            params = [json_ids(frontier), *side, *side, max(0, max_fanout)]
+            nxt: list[str] = []
+            for row in conn.execute(sql, params):
+                walked.setdefault(row[0], relationship_from_row(row))
+                if row[9] not in distance:
+                    distance[row[9]] = hop
+                    nxt.append(row[9])
+            frontier = nxt
+        entities = fetch_entities(conn, namespace_id, distance)
+        return Neighbourhood(
+            entities=[entities[e] for e in distance if e in entities],
+            relationships=[r for r in walked.values() if r.source_id in entities and r.target_id in entities],
+            distance={e: d for e, d in distance.items() if e in entities},
+        )
+
+    async def chunks_for_entities(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        limit: int,
+        filter: Any = None,
+        temporal_sort: bool = False,
+    ) -> SearchPage:
+        """Chunks that mention the entities, by total mentions (``temporal_sort``: newest
+        ``occurred_at`` first, undated last). ``score`` is the mention count. The filter is
+        pushed into the same SQLite query and re-checked in memory."""
+        prepared = prepare(filter)
+        page = SearchPage(
+            pushed_keys=list(prepared.pushed_keys) if prepared else [],
+            post_filtered_keys=list(prepared.residual_keys) if prepared else [],
+        )
+        ids = list(dict.fromkeys(entity_ids))
+        if ids and limit > 0:
+            page.hits = await self._db.read_tx(
+                self._chunks_for, namespace_id, ids, limit, prepared, temporal_sort, what="read entity chunks"
+            )
+        return page
+
+    @staticmethod
+    def _chunks_for(
+        conn: sqlite3.Connection,
+        namespace_id: str,
+        entity_ids: list[str],
+        limit: int,
+        prepared: PreparedFilter | None,
+        temporal_sort: bool,
+    ) -> list[ChunkHit]:
+        where = f"m.namespace_id = ? AND m.entity_id IN {IN_JSON}"
+        params: list[Any] = [namespace_id, json_ids(entity_ids)]
+        if prepared is not None:
+            where += f" AND ({prepared.sql})"
+            params += prepared.params
+        order = "total DESC, c.rid"
+        if temporal_sort:
+            order = "c.occurred_at IS NULL, c.occurred_at DESC, " + order
+        sql = (
+            f"SELECT {CHUNK_SELECT}, SUM(m.count) AS total FROM mentions m JOIN chunks c "
+            f"ON c.namespace_id = m.namespace_id AND c.id = m.chunk_id WHERE {where} "
+            f"GROUP BY c.rid ORDER BY {order} LIMIT ? OFFSET ?"
+        )
+        hits: list[ChunkHit] = []
+        offset, size = 0, limit if prepared is None or not prepared.residual_keys else limit * 4
+        while True:
+            rows = conn.execute(sql, [*params, size, offset]).fetchall()
+            for row in rows:
+                chunk = chunk_from_row(row)
+                if prepared is not None and not prepared.matches(chunk):
+                    continue
+                hits.append(ChunkHit(chunk=chunk, score=float(row[-1]), rank=len(hits) + 1))
+                if len(hits) == limit:
+                    return hits
+            if len(rows) < size:
+                return hits
+            offset, size = offset + size, size * 4
+
+    async def entities_for_chunks(
+        self, namespace_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, list[Entity]]:
+        """Entities mentioned in each chunk (most mentions first); chunks with none are absent."""
+        sql = (
+            f"SELECT m.chunk_id, {ENTITY_SELECT} FROM mentions m JOIN entities e "
+            "ON e.namespace_id = m.namespace_id AND e.id = m.entity_id "
+            f"WHERE m.namespace_id = ? AND m.chunk_id IN {IN_JSON} ORDER BY m.chunk_id, m.count DESC, e.name_lower"
+        )
+
+        def run(conn: sqlite3.Connection) -> dict[str, list[Entity]]:
+            out: dict[str, list[Entity]] = {}
+            for row in conn.execute(sql, (namespace_id, json_ids(chunk_ids))):
+                out.setdefault(row[0], []).append(entity_from_row(row[1:]))
+            return out
+
+        return await self._db.read(run) if chunk_ids else {}
+
+    async def relationships_among(
+        self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
+    ) -> list[Relationship]:
+        """Relationships with both ends among ``entity_ids``, heaviest first."""
+        ids = json_ids(set(entity_ids))
+        sql = (
+            f"SELECT {RELATIONSHIP_SELECT} FROM relationships r WHERE r.namespace_id = ? "
+            f"AND r.source_id IN {IN_JSON} AND r.target_id IN {IN_JSON} ORDER BY r.weight DESC, r.id LIMIT ?"
+        )
+        params = (namespace_id, ids, ids, max(0, limit))
+        return await self._db.read(lambda conn: [relationship_from_row(r) for r in conn.execute(sql, params)])
+
+    async def documents_for_entities(
+        self, namespace_id: str, entity_ids: Sequence[str]
+    ) -> dict[str, list[str]]:
+        """The documents that mention each entity (sorted ids); entities with none are absent."""
+        sql = (
+            "SELECT DISTINCT entity_id, document_id FROM mentions WHERE namespace_id = ? "
+            f"AND entity_id IN {IN_JSON} ORDER BY entity_id, document_id"
+        )
+
+        def run(conn: sqlite3.Connection) -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for eid, did in conn.execute(sql, (namespace_id, json_ids(entity_ids))):
+                out.setdefault(eid, []).append(did)
+            return out
+
+        return await self._db.read(run) if entity_ids else {}
+
+    async def time_nodes_for_chunk(self, namespace_id: str, chunk_id: str) -> list[str]:
+        sql = "SELECT key FROM chunk_time WHERE namespace_id = ? AND chunk_id = ? ORDER BY key"
+        return await self._db.read(lambda conn: [r[0] for r in conn.execute(sql, (namespace_id, chunk_id))])
+
+    async def list_relationships(
+        self,
+        namespace_id: str,
+        *,
+        entity_ids: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 1000,
+    ) -> list[Relationship]:
+        """Relationships touching any of ``entity_ids`` (all when None), optionally by exact type."""
+        sql = f"SELECT {RELATIONSHIP_SELECT} FROM relationships r WHERE r.namespace_id = ?"
+        params: list[Any] = [namespace_id]
+        if entity_ids is not None:
+            ids = json_ids(set(entity_ids))
+            sql += f" AND (r.source_id IN {IN_JSON} OR r.target_id IN {IN_JSON})"
+            params += [ids, ids]
+        if types is not None:
+            sql += f" AND r.type IN {IN_JSON}"
+            params.append(json_ids(types))
+        sql += " ORDER BY r.weight DESC, r.id LIMIT ?"
+        params.append(max(0, limit))
+        return await self._db.read(lambda conn: [relationship_from_row(r) for r in conn.execute(sql, params)])
+
+    # -- writes outside a document -----------------------------------------------------------
+
+    async def upsert_graph(
+        self,
+        namespace_id: str,
+        *,
+        entities: Sequence[Entity] = (),
+        relationships: Sequence[Relationship] = (),
+    ) -> None:
+        """Insert or merge entities (by id) and relationships (by id) in one transaction.
+
+        Raises:
+            NamespaceNotFoundError: the namespace does not exist.
+            InvalidInputError: a relationship names an entity that is not stored or given.
+        """
+
+        foreign = [x.id for x in [*entities, *relationships] if x.namespace_id != namespace_id]
+        if foreign:
+            raise InvalidInputError(f"Entities/relationships {foreign[:5]} belong to another namespace")
+
+        def run(conn: sqlite3.Connection) -> None:
+            require_namespace(conn, namespace_id)
+            upsert_entities(conn, namespace_id, list(entities), self._dim)
+            upsert_relationships(conn, namespace_id, list(relationships))
+            refresh_mention_counts(conn, namespace_id, [e.id for e in entities])
+            conn.execute(
+                "UPDATE namespaces SET graph_version = graph_version + 1 WHERE namespace_id = ?",
+                (namespace_id,),
+            )
+
+        if entities or relationships:
+            await self._db.transaction(run, what="write graph")
+
+    async def delete_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> int:
+        """Delete entities with their mentions and relationships; returns how many went."""
+
+        def run(conn: sqlite3.Connection) -> int:
+            gone = delete_entity_rows(conn, namespace_id, list(entity_ids))
+            conn.execute(
+                "UPDATE namespaces SET graph_version = graph_version + 1 WHERE namespace_id = ?",
+                (namespace_id,),
+            )
+            return gone
+
+        return await self._db.transaction(run, what="delete entities") if entity_ids else 0
