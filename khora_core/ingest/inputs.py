@@ -1,0 +1,229 @@
+"""Validation and normalisation of what ``remember`` receives.
+
+Rules (all violations raise ``InvalidInputError`` or a subclass, before anything is stored):
+
+* ``content`` must be a non-blank string no longer than ``IngestConfig.max_content_chars``
+  (``ContentTooLargeError``);
+* ``content_type`` is ``text/plain`` (also None, ``"text"``, ``"plain"``, ``"txt"``) or
+  ``text/markdown`` (also ``"markdown"``, ``"md"``, ``"text/x-markdown"``); parameters such as
+  ``; charset=utf-8`` are ignored; anything else is ``UnsupportedContentError``;
+* dates (``occurred_at``, ``source_timestamp``) may be datetimes, dates, ISO-8601 strings
+  (``Z`` allowed) or epoch seconds; they become timezone-aware UTC, and a *naive* datetime
+  is taken to be UTC already;
+* ``occurred_at`` may also come from ``metadata["occurred_at"]`` (the keyword wins). The
+  value stays in ``metadata`` too (as an ISO string), so the caller's metadata comes back as
+  given and both ``occurred_at`` and ``metadata.occurred_at`` can be filtered on;
+* metadata must be JSON: string keys; datetimes and dates become ISO strings, tuples and
+  sets lists, UUIDs and paths strings; NaN/infinity and other objects are refused;
+* ``tags`` is a list of strings (duplicates dropped, order kept).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import PurePath
+from typing import Any
+
+from khora_core.config import IngestConfig
+from khora_core.errors import ContentTooLargeError, InvalidInputError, UnsupportedContentError
+
+__all__ = ["REMEMBER_FIELDS", "RememberInput", "normalise_content_type", "prepare_input", "to_utc"]
+
+_PLAIN = {"text/plain", "text", "plain", "txt", "text/txt"}
+_MARKDOWN = {"text/markdown", "markdown", "md", "text/x-markdown", "text/md"}
+_STRING_FIELDS = ("title", "source_type", "source_name", "source_url", "external_id", "source")
+
+#: The keys a ``remember_batch`` item may carry (the keywords of ``remember``).
+REMEMBER_FIELDS = frozenset(
+    {
+        "content",
+        "title",
+        "metadata",
+        "entity_types",
+        "relationship_types",
+        "occurred_at",
+        "source_type",
+        "source_name",
+        "source_url",
+        "external_id",
+        "content_type",
+        "source_timestamp",
+        "tags",
+        "source",
+    }
+)
+
+
+@dataclass
+class RememberInput:
+    """One validated ``remember`` call."""
+
+    content: str
+    content_type: str
+    title: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    entity_types: list[str] | None = None
+    relationship_types: list[str] | None = None
+    occurred_at: datetime | None = None
+    source_timestamp: datetime | None = None
+    source_type: str | None = None
+    source_name: str | None = None
+    source_url: str | None = None
+    external_id: str | None = None
+    source: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+def normalise_content_type(value: str | None) -> str:
+    """``text/plain`` or ``text/markdown`` for the accepted spellings.
+
+    Raises:
+        UnsupportedContentError: any other content type.
+    """
+    if value is None:
+        return "text/plain"
+    if not isinstance(value, str):
+        raise UnsupportedContentError(f"content_type must be a string, got {type(value).__name__}")
+    base = value.split(";", 1)[0].strip().lower()
+    if base in _PLAIN:
+        return "text/plain"
+    if base in _MARKDOWN:
+        return "text/markdown"
+    raise UnsupportedContentError(
+        f"Unsupported content_type {value!r}: Khora ingests text/plain and text/markdown. "
+        "Convert other formats (PDF, HTML, ...) to text first."
+    )
+
+
+def to_utc(value: Any, field_name: str) -> datetime | None:
+    """A timezone-aware UTC datetime (naive values are taken as UTC).
+
+    Raises:
+        InvalidInputError: the value is not a date, datetime, ISO-8601 string or epoch number.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, date):
+        dt = datetime(value.year, value.month, value.day)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidInputError(f"{field_name}={value!r} is not a valid epoch timestamp") from exc
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"{field_name}={value!r} is not an ISO-8601 date (for example '2024-01-15T10:00:00Z')"
+            ) from exc
+    else:
+        raise InvalidInputError(
+            f"{field_name} must be a datetime or an ISO-8601 string, got {type(value).__name__}"
+        )
+    if dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def _json_value(value: Any, path: str) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise InvalidInputError(f"metadata{path} is {value}: NaN and infinity are not JSON")
+        return value
+    if isinstance(value, datetime):
+        return to_utc(value, f"metadata{path}").isoformat()  # type: ignore[union-attr]
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return _json_value(value.value, path)
+    if isinstance(value, (uuid.UUID, PurePath)):
+        return str(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInputError(
+                    f"metadata{path} has a non-string key {key!r}; metadata keys must be strings"
+                )
+            out[key] = _json_value(item, f"{path}.{key}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_json_value(v, f"{path}[]") for v in value), key=repr)
+    raise InvalidInputError(f"metadata{path} holds a {type(value).__name__}, which is not JSON")
+
+
+def _types(value: Any, name: str) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidInputError(f"{name} must be a list of strings, e.g. ['PERSON', 'ORGANIZATION']")
+    out = [str(v).strip() for v in value if str(v).strip()]
+    return out or None
+
+
+def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
+    """Validate one ``remember`` call's arguments (see the module docstring).
+
+    Raises:
+        InvalidInputError: a bad or unknown argument.
+        ContentTooLargeError: content over ``IngestConfig.max_content_chars``.
+        UnsupportedContentError: a content type other than text or Markdown.
+    """
+    unknown = set(kwargs) - REMEMBER_FIELDS
+    if unknown:
+        raise InvalidInputError(
+            f"Unknown remember() field(s) {sorted(unknown)}; allowed: {sorted(REMEMBER_FIELDS)}"
+        )
+    content = kwargs.get("content")
+    if not isinstance(content, str):
+        raise InvalidInputError(f"content must be a string, got {type(content).__name__}")
+    if not content.strip():
+        raise InvalidInputError("content is empty; there is nothing to remember")
+    if len(content) > config.max_content_chars:
+        raise ContentTooLargeError(
+            f"content has {len(content):,} characters, over the limit of {config.max_content_chars:,}. "
+            "Split it into several documents or raise KHORA_INGEST_MAX_CONTENT_CHARS."
+        )
+    content_type = normalise_content_type(kwargs.get("content_type"))
+    raw_meta = kwargs.get("metadata") or {}
+    if not isinstance(raw_meta, Mapping):
+        raise InvalidInputError(f"metadata must be a mapping, got {type(raw_meta).__name__}")
+    metadata = _json_value(raw_meta, "")
+    occurred_at = to_utc(kwargs.get("occurred_at"), "occurred_at")
+    if occurred_at is None and raw_meta.get("occurred_at") is not None:
+        occurred_at = to_utc(raw_meta["occurred_at"], "metadata['occurred_at']")
+    tags = kwargs.get("tags") or []
+    if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(isinstance(t, str) for t in tags):
+        raise InvalidInputError("tags must be a list of strings")
+    strings: dict[str, str | None] = {}
+    for name in _STRING_FIELDS:
+        value = kwargs.get(name)
+        if value is not None and not isinstance(value, str):
+            raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+        strings[name] = value
+    return RememberInput(
+        content=content,
+        content_type=content_type,
+        metadata=metadata,
+        entity_types=_types(kwargs.get("entity_types"), "entity_types"),
+        relationship_types=_types(kwargs.get("relationship_types"), "relationship_types"),
+        occurred_at=occurred_at,
+        source_timestamp=to_utc(kwargs.get("source_timestamp"), "source_timestamp"),
+        tags=list(dict.fromkeys(t.strip() for t in tags if t.strip())),
+        **strings,
+    )

@@ -1,0 +1,50 @@
+"""The packaged all-MiniLM-L6-v2, loaded offline (slow: loads torch and the model)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from khora_core.embedding.local import SentenceTransformerEmbedder, default_model_path, resolve_model_path
+
+pytestmark = pytest.mark.slow
+
+
+def test_default_model_path_is_the_packaged_folder() -> None:
+    path = default_model_path()
+    assert (path / "config.json").is_file() and (path / "modules.json").is_file()
+    assert resolve_model_path("all-MiniLM-L6-v2") == (str(path), True)
+    assert resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")[0] == str(path)
+    assert resolve_model_path(str(path)) == (str(path.resolve()), True)
+
+
+async def test_embeds_offline_unit_length_and_semantic() -> None:
+    embedder = SentenceTransformerEmbedder()
+    docs = await embedder.embed_documents(
+        ["The cat sat on the mat.", "A kitten is sitting on a rug.", "Quarterly revenue rose by ten percent."]
+    )
+    arr = np.asarray(docs)
+    assert arr.shape == (3, 384) and embedder.dimension == 384
+    assert np.allclose(np.linalg.norm(arr, axis=1), 1.0, atol=1e-5)
+    assert arr[0] @ arr[1] > arr[0] @ arr[2] + 0.2
+    query = np.asarray(await embedder.embed_query("Where is the cat?"))
+    assert query @ arr[0] > query @ arr[2]
+    assert await embedder.embed_documents([]) == []
+
+
+async def test_model_is_loaded_once_and_shared() -> None:
+    from khora_core.embedding import local
+
+    a = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    b = SentenceTransformerEmbedder(str(default_model_path()))
+    await a.embed_query("warm up")
+    await b.embed_query("warm up")
+    assert a._model()[0] is b._model()[0]
+    assert len({id(m) for m, _ in local._CACHE.values()}) == len(local._CACHE)
+
+
+async def test_unknown_model_fails_offline_with_a_clear_error() -> None:
+    from khora_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="KHORA_EMBEDDING_MODEL"):
+        await SentenceTransformerEmbedder("no-such-org/no-such-model-xyz").embed_query("x")

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from khora_core.config import IngestConfig
+from khora_core.errors import ContentTooLargeError, InvalidInputError, UnsupportedContentError
+from khora_core.ingest.inputs import normalise_content_type, prepare_input, to_utc
+
+CFG = IngestConfig(max_content_chars=100)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, "text/plain"),
+        ("text", "text/plain"),
+        ("TEXT/PLAIN; charset=utf-8", "text/plain"),
+        ("markdown", "text/markdown"),
+        ("md", "text/markdown"),
+        ("text/markdown", "text/markdown"),
+    ],
+)
+def test_content_type_aliases(given: str | None, expected: str) -> None:
+    assert normalise_content_type(given) == expected
+
+
+@pytest.mark.parametrize("given", ["application/pdf", "text/html", "image/png"])
+def test_unsupported_content_types(given: str) -> None:
+    with pytest.raises(UnsupportedContentError):
+        prepare_input(CFG, content="hello", content_type=given)
+
+
+def test_content_rules() -> None:
+    with pytest.raises(InvalidInputError):
+        prepare_input(CFG, content="  \n\t ")
+    with pytest.raises(InvalidInputError):
+        prepare_input(CFG, content=None)
+    with pytest.raises(ContentTooLargeError, match="KHORA_INGEST_MAX_CONTENT_CHARS"):
+        prepare_input(CFG, content="x" * 101)
+    with pytest.raises(InvalidInputError, match="Unknown"):
+        prepare_input(CFG, content="ok", titel="typo")
+
+
+def test_dates_become_aware_utc() -> None:
+    assert to_utc("2024-01-15T10:00:00Z", "d") == datetime(2024, 1, 15, 10, tzinfo=timezone.utc)
+    assert to_utc(datetime(2024, 1, 15, 10), "d") == datetime(
+        2024, 1, 15, 10, tzinfo=timezone.utc
+    )  # naive = UTC
+    plus_two = datetime(2024, 1, 15, 12, tzinfo=timezone(timedelta(hours=2)))
+    assert to_utc(plus_two, "d") == datetime(2024, 1, 15, 10, tzinfo=timezone.utc)
+    assert to_utc(date(2024, 1, 15), "d") == datetime(2024, 1, 15, tzinfo=timezone.utc)
+    assert to_utc(0, "d") == datetime(1970, 1, 1, tzinfo=timezone.utc)
+    with pytest.raises(InvalidInputError, match="ISO-8601"):
+        to_utc("last tuesday", "occurred_at")
+
+
+def test_occurred_at_from_metadata_stays_in_metadata() -> None:
+    inp = prepare_input(CFG, content="notes", metadata={"occurred_at": "2024-01-15T10:00:00Z", "author": "a"})
+    assert inp.occurred_at == datetime(2024, 1, 15, 10, tzinfo=timezone.utc)
+    assert inp.metadata == {"occurred_at": "2024-01-15T10:00:00Z", "author": "a"}
+    explicit = prepare_input(
+        CFG, content="notes", occurred_at="2023-01-01", metadata={"occurred_at": "2024-01-15"}
+    )
+    assert explicit.occurred_at == datetime(2023, 1, 1, tzinfo=timezone.utc)
+    with pytest.raises(InvalidInputError, match="metadata"):
+        prepare_input(CFG, content="notes", metadata={"occurred_at": "soon"})
+
+
+def test_metadata_is_made_json_and_tags_are_cleaned() -> None:
+    inp = prepare_input(
+        CFG,
+        content="notes",
+        metadata={
+            "when": datetime(2024, 1, 15, 10),
+            "day": date(2024, 1, 2),
+            "ids": (1, 2),
+            "nested": {"k": {3}},
+        },
+        tags=["a", "b", "a", " "],
+    )
+    assert inp.metadata == {
+        "when": "2024-01-15T10:00:00+00:00",
+        "day": "2024-01-02",
+        "ids": [1, 2],
+        "nested": {"k": [3]},
+    }
+    assert inp.tags == ["a", "b"]
+    with pytest.raises(InvalidInputError, match="NaN"):
+        prepare_input(CFG, content="x", metadata={"v": float("nan")})
+    with pytest.raises(InvalidInputError, match="not JSON"):
+        prepare_input(CFG, content="x", metadata={"v": object()})
+    with pytest.raises(InvalidInputError, match="tags"):
+        prepare_input(CFG, content="x", tags="single")
