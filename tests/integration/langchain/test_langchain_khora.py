@@ -1,0 +1,283 @@
+"""Khora-specific behaviour of the LangChain integration: abstention policies, metadata,
+filters, the vector store beyond the standard suite, the memory tools and LCEL use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import FakeListChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+
+from khora_core import Khora, KhoraConfig, KhoraSync
+from khora_core.errors import InvalidInputError, KhoraAbstention, RecallFilterUnsupportedError
+from khora_integrations.langchain import (
+    ABSTENTION_EVENT,
+    KhoraRetriever,
+    KhoraVectorStore,
+    khora_memory_tools,
+)
+
+OFF_TOPIC = "What is a good recipe for sourdough bread with a crispy crust?"
+ON_TOPIC = "What did Ada Lovelace write for the Analytical Engine?"
+
+
+class EventRecorder(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        self.events.append((name, data))
+
+
+# -- abstention -----------------------------------------------------------------------------
+
+
+def test_flag_policy_keeps_documents_and_marks_them(lc_corpus):
+    kb, ns = lc_corpus
+    recorder = EventRecorder()
+    docs = KhoraRetriever(kb=kb, namespace=ns, k=3).invoke(OFF_TOPIC, config={"callbacks": [recorder]})
+    assert docs, "flag keeps what recall found"
+    assert all(d.metadata["should_abstain"] is True for d in docs)
+    assert all(d.metadata["abstention_signals"]["should_abstain"] is True for d in docs)
+    assert [name for name, _ in recorder.events] == [ABSTENTION_EVENT]
+    payload = recorder.events[0][1]
+    assert payload["policy"] == "flag" and payload["namespace"] == ns
+    assert payload["signals"]["should_abstain"] is True
+
+
+async def test_flag_policy_dispatches_the_event_from_async_code(lc_corpus):
+    kb, ns = lc_corpus
+    recorder = EventRecorder()
+    docs = await KhoraRetriever(kb=kb, namespace=ns, k=3).ainvoke(OFF_TOPIC, config={"callbacks": [recorder]})
+    assert docs and all(d.metadata["should_abstain"] for d in docs)
+    assert [name for name, _ in recorder.events] == [ABSTENTION_EVENT]
+
+
+def test_empty_policy_returns_nothing_off_topic_and_documents_on_topic(lc_corpus):
+    kb, ns = lc_corpus
+    retriever = KhoraRetriever(kb=kb, namespace=ns, k=3, abstain="empty")
+    assert retriever.invoke(OFF_TOPIC) == []
+    on_topic = retriever.invoke(ON_TOPIC)
+    assert on_topic and all(d.metadata["should_abstain"] is False for d in on_topic)
+
+
+def test_raise_policy_raises_with_the_signals(lc_corpus):
+    kb, ns = lc_corpus
+    retriever = KhoraRetriever(kb=kb, namespace=ns, k=3, abstain="raise")
+    with pytest.raises(KhoraAbstention) as info:
+        retriever.invoke(OFF_TOPIC)
+    assert info.value.query == OFF_TOPIC
+    assert info.value.signals["should_abstain"] is True
+    assert retriever.invoke(ON_TOPIC)  # on topic it answers
+
+
+# -- retriever documents, filters, LCEL ----------------------------------------------------
+
+
+def test_retriever_documents_carry_chunk_ids_and_provenance(lc_corpus):
+    kb, ns = lc_corpus
+    docs = KhoraRetriever(kb=kb, namespace=ns, k=2, mode="vector").invoke(ON_TOPIC)
+    assert len(docs) == 2
+    top = docs[0]
+    assert top.metadata["chunk_id"] == top.id
+    assert top.metadata["external_id"] == top.metadata["key"] == top.metadata["title"]
+    assert top.metadata["source"] == "history"
+    assert top.metadata["channels"] == ["vector"]
+    assert 0.0 < top.metadata["vector_similarity"] <= 1.0
+    assert top.metadata["score"] >= docs[1].metadata["score"]
+    assert "Ada" in top.page_content
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        {"key": {"$in": ["cards", "difference"]}},  # PGVector dialect
+        {"metadata.key": {"$in": ["cards", "difference"]}},  # Khora dialect
+    ],
+)
+def test_retriever_filters(lc_corpus, flt):
+    kb, ns = lc_corpus
+    docs = KhoraRetriever(kb=kb, namespace=ns, k=5, filter=flt).invoke(ON_TOPIC)
+    assert docs and {d.metadata["key"] for d in docs} <= {"cards", "difference"}
+    per_call = KhoraRetriever(kb=kb, namespace=ns, k=5).invoke(ON_TOPIC, filter={"key": "music"})
+    assert per_call and {d.metadata["key"] for d in per_call} == {"music"}
+
+
+def test_retriever_in_an_lcel_chain(lc_corpus):
+    kb, ns = lc_corpus
+    retriever = KhoraRetriever(kb=kb, namespace=ns, k=2)
+    prompt = ChatPromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}")
+    seen: list[str] = []
+
+    def format_docs(docs: list[Document]) -> str:
+        text = "\n".join(d.page_content for d in docs)
+        seen.append(text)
+        return text
+
+    chain = (
+        {"context": retriever | format_docs, "question": lambda q: q}
+        | prompt
+        | FakeListChatModel(responses=["Notes on the Engine."])
+        | StrOutputParser()
+    )
+    assert chain.invoke(ON_TOPIC) == "Notes on the Engine."
+    assert "Analytical Engine" in seen[0]
+
+
+# -- vector store beyond the standard suite ------------------------------------------------
+
+LONG_TEXT = "\n\n".join(
+    f"Section {i}. The Jacquard loom wove patterned silk from a chain of punched cards, "
+    f"and card number {i} encoded one row of the pattern for the weaver's draw loom." * 3
+    for i in range(12)
+)
+
+
+def test_vector_store_search_scores_filters_mmr(lc_kb, fresh_namespace):
+    store = KhoraVectorStore(lc_kb, namespace=fresh_namespace)
+    ids = store.add_texts(
+        [
+            "Babbage designed the Analytical Engine.",
+            "The Analytical Engine used punched cards.",
+            "Sourdough bread needs a mature starter.",
+            LONG_TEXT,
+        ],
+        metadatas=[
+            {"topic": "computing", "year": 1837, "source": "book"},
+            {"topic": "computing", "year": 1843},
+            {"topic": "baking", "year": 2020},
+            {"topic": "weaving", "year": 1804},
+        ],
+        ids=["engine", "cards", "bread", "loom"],
+    )
+    assert ids == ["engine", "cards", "bread", "loom"]
+
+    # a long document comes back once, whole
+    (loom,) = store.get_by_ids(["loom"])
+    assert loom.page_content == LONG_TEXT and loom.metadata == {"topic": "weaving", "year": 1804}
+    hits = store.similarity_search("Jacquard loom punched cards silk", k=4)
+    assert [d.id for d in hits].count("loom") == 1 and hits[0].id == "loom"
+
+    scored = store.similarity_search_with_score("Who designed the Analytical Engine?", k=4)
+    scores = [s for _, s in scored]
+    assert scored[0][0].id == "engine"
+    assert all(0.0 <= s <= 1.0 for s in scores) and scores == sorted(scores, reverse=True)
+    relevance = store.similarity_search_with_relevance_scores("Who designed the Analytical Engine?", k=1)
+    assert relevance[0][1] == pytest.approx(scores[0])
+
+    computing = store.similarity_search("bread", k=4, filter={"topic": "computing", "year": {"$gte": 1840}})
+    assert [d.id for d in computing] == ["cards"]
+    assert [d.id for d in store.similarity_search("anything", k=4, filter={"source": "book"})] == ["engine"]
+    with pytest.raises(RecallFilterUnsupportedError, match=r"\$like"):
+        store.similarity_search("x", filter={"topic": {"$like": "comp%"}})
+
+    vector = store.embeddings.embed_query("Sourdough starter")
+    assert store.similarity_search_by_vector(vector, k=1)[0].id == "bread"
+
+    mmr = store.max_marginal_relevance_search("Analytical Engine", k=2, fetch_k=4, lambda_mult=0.2)
+    assert len(mmr) == 2 and len({d.id for d in mmr}) == 2
+    assert len(store.as_retriever(search_type="mmr", search_kwargs={"k": 2}).invoke("Engine")) == 2
+    assert [d.id for d in store.as_retriever(search_kwargs={"k": 1}).invoke("Sourdough")] == ["bread"]
+
+
+async def test_vector_store_async_twins_and_from_texts(lc_kb, fresh_namespace):
+    store = await KhoraVectorStore.afrom_texts(
+        ["Ada translated Menabrea's paper.", "Babbage built the Difference Engine."],
+        metadatas=[{"who": "ada"}, {"who": "babbage"}],
+        ids=["a", "b"],
+        kb=lc_kb,
+        namespace=fresh_namespace,
+    )
+    assert [d.id for d in await store.asimilarity_search("Menabrea translation", k=1)] == ["a"]
+    assert [d.id for d in await store.asimilarity_search("x", k=2, filter={"who": "babbage"})] == ["b"]
+    vector = await store.embeddings.aembed_query("Difference Engine")
+    assert [d.id for d in await store.asimilarity_search_by_vector(vector, k=1)] == ["b"]
+    assert len(await store.amax_marginal_relevance_search("Engine", k=2, fetch_k=2)) == 2
+    await store.adelete(["a"])
+    assert await store.aget_by_ids(["a", "b"]) == [
+        Document(id="b", page_content="Babbage built the Difference Engine.", metadata={"who": "babbage"})
+    ]
+
+
+async def test_an_async_khora_on_the_callers_loop(kb: Khora, namespace: str):
+    """An async ``Khora`` (opened on the test's loop) serves the async entry points."""
+    store = KhoraVectorStore(kb, namespace=namespace)
+    await store.aadd_texts(["Grace Hopper wrote the first compiler."], ids=["hopper"])
+    assert [d.id for d in await store.asimilarity_search("compiler", k=1)] == ["hopper"]
+    docs = await KhoraRetriever(kb=kb, namespace=namespace, k=1).ainvoke("Who wrote the first compiler?")
+    assert docs[0].metadata["external_id"] == "hopper"
+
+
+def test_identical_text_maps_onto_ids(lc_kb, fresh_namespace):
+    """Khora keeps identical text once per namespace; the store maps that onto ids."""
+    store = KhoraVectorStore(lc_kb, namespace=fresh_namespace)
+    assert store.add_texts(["Same words."], [{"v": 1}], ids=["one"]) == ["one"]
+    # without an id the stored document answers
+    assert store.add_texts(["Same words."]) == ["one"]
+    # the same id with new metadata replaces it
+    store.add_texts(["Same words."], [{"v": 2}], ids=["one"])
+    assert store.get_by_ids(["one"]) == [Document(id="one", page_content="Same words.", metadata={"v": 2})]
+    # another id for the same text is refused, loudly
+    with pytest.raises(InvalidInputError, match="identical"):
+        store.add_texts(["Same words."], ids=["two"])
+    assert store.get_by_ids(["two"]) == []
+
+
+def test_a_store_and_a_retriever_that_open_their_own_khora(tmp_path):
+    """Built from a config (embedded store here), they open and close their own Khora."""
+    embedding = DeterministicFakeEmbedding(size=16)
+    store = KhoraVectorStore.from_texts(
+        ["alpha", "beta"], embedding, ids=["a", "b"], data_dir=str(tmp_path / "own"), namespace="own"
+    )
+    try:
+        assert store.embeddings is embedding
+        assert [d.id for d in store.similarity_search("beta", k=1)] == ["b"]
+    finally:
+        store.close()
+    config = KhoraConfig(storage={"data_dir": str(tmp_path / "own2"), "database_url": None})
+    with KhoraSync(config=config) as kb:
+        ns = kb.create_namespace(namespace_id="r").namespace_id
+        kb.remember("Marie Curie discovered polonium and radium.", namespace=ns)
+    retriever = KhoraRetriever(config=config, namespace="r", k=1)
+    try:
+        assert "polonium" in retriever.invoke("What did Marie Curie discover?")[0].page_content
+    finally:
+        retriever.close()
+
+
+def test_khora_embeddings_view(lc_kb):
+    view = KhoraVectorStore(lc_kb, namespace="unused").embeddings
+    vectors = view.embed_documents(["a cat", "a kitten"])
+    assert len(vectors) == 2 and len(vectors[0]) == len(view.embed_query("a dog")) == 384
+    assert abs(sum(x * x for x in vectors[0]) - 1.0) < 1e-4
+
+
+# -- agent memory tools --------------------------------------------------------------------
+
+
+def test_memory_tools_remember_then_recall_with_citations(lc_kb: KhoraSync, fresh_namespace):
+    remember, recall = khora_memory_tools(lc_kb, fresh_namespace)
+    receipt = remember.invoke(
+        {
+            "content": "The team chose PostgreSQL for the billing service.",
+            "title": "Billing DB decision",
+            "occurred_at": "2026-02-03",
+        }
+    )
+    assert receipt.startswith("Remembered as document")
+    again = remember.invoke({"content": "The team chose PostgreSQL for the billing service."})
+    assert again.startswith("Already in memory")
+    answer = recall.invoke({"query": "Which database does billing use?", "k": 3})
+    assert "[1]" in answer and "PostgreSQL" in answer
+
+
+async def test_memory_tools_async(lc_kb: KhoraSync, fresh_namespace):
+    remember, recall = khora_memory_tools(lc_kb, fresh_namespace)
+    assert "Memory is empty" in await recall.ainvoke({"query": "anything"})
+    await remember.ainvoke({"content": "Standup moved to 9:30 on Mondays."})
+    assert "9:30" in await recall.ainvoke({"query": "When is standup?"})
