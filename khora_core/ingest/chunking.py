@@ -2,7 +2,9 @@
 
 Boundaries, from strongest to weakest:
 
-1. a Markdown heading (``#`` to ``######`` at the start of a line) always starts a new chunk;
+1. a Markdown heading (``#`` to ``######`` at the start of a line) starts a new chunk once
+   the current one holds at least a third of the budget of body text; a short section
+   stays with its neighbours, so no chunk is a lone heading or a two-line fragment;
 2. a paragraph (blank-line separated) is kept whole when it fits a fresh chunk;
 3. sentences (``.``, ``!``, ``?`` followed by space, or a line break) are the packing unit;
 4. a sentence longer than the budget is cut at token boundaries.
@@ -204,7 +206,7 @@ def chunk_text(
         new_paragraph = i > 0 and unit.paragraph != units[i - 1].paragraph
         break_here = False
         carry = True
-        if current and unit.heading:
+        if current and unit.heading and used >= max_tokens // 3 and any(not units[j].heading for j in fresh):
             break_here, carry = True, False
         elif current and used + unit.tokens > max_tokens:
             break_here = True

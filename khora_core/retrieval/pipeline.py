@@ -221,6 +221,8 @@ class RecallPipeline:
         )
         n = decided.count
         ranking.recency_head(ranked, cands, n=n, understanding=u, vc=vc, qc=qc)
+        if qc.enable_diversity:
+            await ranking.fill_embeddings(self.stack, namespace_id, ranked, cands, n=n)
         rerank_scores, mmr_info, rerank_info = await ranking.diversify_and_rerank(
             query, ranked, cands, n=n, qc=qc, llm=self.llm, is_temporal=u.is_temporal
         )

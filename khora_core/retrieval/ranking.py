@@ -30,7 +30,17 @@ if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
     from khora_core.llm.client import LLMClient
 
-__all__ = ["Candidate", "Ranked", "collect", "diversify_and_rerank", "fuse_and_boost", "gate", "recency_head"]
+__all__ = [
+    "Candidate",
+    "Ranked",
+    "collect",
+    "diversify_and_rerank",
+    "fill_embeddings",
+    "fuse_and_boost",
+    "gate",
+    "mmr_window",
+    "recency_head",
+]
 
 
 @dataclass
@@ -178,6 +188,23 @@ def recency_head(
     ranked.recency_applied = True
 
 
+def mmr_window(ranked: Ranked, n: int) -> list[str]:
+    """The head of the ranking MMR chooses from: ``max(2n, 10)`` items."""
+    return ranked.order[: max(2 * n, 10)]
+
+
+async def fill_embeddings(
+    stack: Any, namespace_id: str, ranked: Ranked, cands: dict[str, Candidate], *, n: int
+) -> None:
+    """Give MMR the stored embeddings of graph and keyword hits, which arrive without them."""
+    missing = [c for c in mmr_window(ranked, n) if cands[c].chunk.embedding is None]
+    if not missing:
+        return
+    found = await stack.vectors.embeddings(namespace_id, missing)
+    for cid, emb in found.items():
+        cands[cid].chunk = cands[cid].chunk.model_copy(update={"embedding": emb})
+
+
 async def diversify_and_rerank(
     query: str,
     ranked: Ranked,
@@ -199,7 +226,7 @@ async def diversify_and_rerank(
     order, rel = ranked.order, ranked.rel
     mmr_info: dict[str, Any] = {"applied": False}
     if qc.enable_diversity and len(order) > 1:
-        window = order[: max(2 * n, 10)]
+        window = mmr_window(ranked, n)
         embs = [cands[c].chunk.embedding for c in window]
         if all(e is not None for e in embs):
             perm = mmr_order([rel[c] for c in window], embs, lambda_=qc.diversity_lambda, k=n)  # type: ignore[arg-type]

@@ -106,6 +106,10 @@ class VectorIndex(Protocol):
         """Top ``limit`` chunks by cosine similarity (``score`` is the raw cosine)."""
         ...
 
+    async def embeddings(self, namespace_id: str, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored embeddings of the given chunks of the namespace (unknown ids are absent)."""
+        ...
+
 
 @runtime_checkable
 class KeywordIndex(Protocol):

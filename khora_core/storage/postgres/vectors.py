@@ -122,6 +122,21 @@ class PostgresVectorIndex:
             hit.rank = rank
         return SearchPage(hits=hits, pushed_keys=pushed, post_filtered_keys=residual_keys)
 
+    async def embeddings(self, namespace_id: str, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored embeddings of ``chunk_ids`` in the namespace (for MMR over other channels' hits)."""
+        ids = list(dict.fromkeys(chunk_ids))
+        out: dict[str, list[float]] = {}
+        for start in range(0, len(ids), 1000):
+            rows = await self._pool.fetch(
+                "SELECT id, embedding FROM khora_chunks WHERE namespace_id = $1 AND id = ANY($2::text[])",
+                namespace_id,
+                ids[start : start + 1000],
+            )
+            for row in rows:
+                if row["embedding"] is not None:
+                    out[row["id"]] = np.asarray(row["embedding"], dtype=np.float32).tolist()
+        return out
+
     async def _query(
         self,
         conn: asyncpg.Connection,

@@ -285,6 +285,25 @@ class SqliteLanceVectorIndex:
         )
         return page
 
+    async def embeddings(self, namespace_id: str, chunk_ids: Sequence[str]) -> dict[str, list[float]]:
+        """Stored (unit-normalised) embeddings of ``chunk_ids`` in the namespace."""
+        ids = list(dict.fromkeys(chunk_ids))
+        return await self._db.read_tx(self._embeddings, namespace_id, ids, what="read embeddings")
+
+    def _embeddings(
+        self, conn: sqlite3.Connection, namespace_id: str, ids: list[str]
+    ) -> dict[str, list[float]]:
+        version = _vector_version(conn, namespace_id)
+        if version is None or not ids:
+            return {}
+        snap = self._cache.snapshot(namespace_id, version)
+        out: dict[str, list[float]] = {}
+        for cid in ids:
+            row = snap.row_of.get(cid)
+            if row is not None and row < snap.n and snap.alive[row]:
+                out[cid] = snap.matrix[row].tolist()
+        return out
+
     def _search(
         self,
         conn: sqlite3.Connection,

@@ -49,12 +49,24 @@ def test_overlap_is_whole_trailing_sentences() -> None:
         assert nxt.token_count <= 30
 
 
-def test_markdown_headings_start_new_chunks() -> None:
-    text = "# Title\n\nShort intro.\n\n## Section A\nAlpha text here.\n\n## Section B\n\nBeta text."
+def test_markdown_headings_start_new_chunks_once_a_chunk_has_body() -> None:
+    body = " ".join(f"Sentence number {i} has some words." for i in range(12))  # ~84 tokens
+    text = f"# Title\n\n{body}\n\n## Section A\n{body}\n\n## Section B\n\n{body}"
     spans = chunk_text(text, max_tokens=200, overlap_tokens=20)
     assert [s.text.splitlines()[0] for s in spans] == ["# Title", "## Section A", "## Section B"]
-    assert spans[1].text == "## Section A\nAlpha text here."
+    assert spans[1].text == f"## Section A\n{body}"
     assert all(text[s.start : s.end] == s.text for s in spans)
+
+
+def test_short_sections_stay_together_and_no_chunk_is_a_lone_heading() -> None:
+    text = (
+        "# Title\n\nShort intro.\n\n## Section A\nAlpha text here.\n\n## Section B\n\n### Sub\n\nBeta text."
+    )
+    spans = chunk_text(text, max_tokens=200, overlap_tokens=20)
+    assert len(spans) == 1 and spans[0].text == text
+    small = chunk_text(text, max_tokens=12, overlap_tokens=0)
+    assert all(text[s.start : s.end] == s.text for s in small)
+    assert not any(all(line.startswith("#") for line in s.text.splitlines() if line.strip()) for s in small)
     # Headings are plain text when markdown handling is off.
     assert len(chunk_text(text, max_tokens=200, markdown=False)) == 1
 
