@@ -1,6 +1,7 @@
 # Khora developer commands. The two that matter:
 #   make demo   set everything up and run the main job on the embedded store
-#   make test   set everything up, start PostgreSQL + Neo4j, run the whole suite, stop them
+#   make test   set everything up and run the whole suite; the session fixtures start real
+#               PostgreSQL + pgvector and Neo4j on loopback once and stop them at the end
 #
 # The virtual environment lives outside the clone, keyed by the hash of pyproject.toml, so a
 # second run (or a second clone on the same machine) reuses it; pip and Maven keep their
@@ -44,7 +45,7 @@ demo: venv
 	$(PY) -m khora_core.demo
 
 test: venv
-	KHORA_REQUIRE_SERVICES=1 $(PY) -m tools.services run -- $(PY) -m pytest $(PYTEST_ARGS)
+	KHORA_REQUIRE_SERVICES=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -45,7 +45,8 @@ class Khora:
         config: a ``KhoraConfig``; built from the environment when omitted.
         embedder: any Khora ``Embedder``, LangChain ``Embeddings`` or LlamaIndex
             ``BaseEmbedding``; the configured sentence-transformers model when omitted.
-        data_dir: shortcut for ``config.storage.data_dir`` (embedded store only).
+        data_dir: the embedded store's folder; passing it (without ``url``) selects the
+            embedded store even when ``KHORA_DATABASE_URL`` is set.
 
     Raises:
         ConfigError: an unknown engine, a bad URL, a wrong password or a missing
@@ -94,6 +95,9 @@ class Khora:
             storage_overrides["database_url"] = self._url
         if self._data_dir is not None:
             storage_overrides["data_dir"] = self._data_dir
+            if self._url is None:
+                # An explicit data folder means the embedded store, whatever KHORA_DATABASE_URL says.
+                storage_overrides["database_url"] = None
         if storage_overrides:
             config = config.model_copy(
                 update={"storage": config.storage.model_copy(update=storage_overrides)}

@@ -65,6 +65,9 @@ def is_connection_lost(exc: BaseException) -> bool:
     """True when ``exc`` means the connection or server went away (safe to retry a read)."""
     if isinstance(exc, _LOST):
         return True
+    if isinstance(exc, asyncpg.exceptions.InternalClientError):
+        # The protocol state machine of a connection whose backend was killed mid-use.
+        return True
     if isinstance(exc, asyncpg.InterfaceError):
         text = str(exc).lower()
         return "connection" in text and ("closed" in text or "lost" in text)

@@ -72,6 +72,9 @@ class PgPool:
                     return await fn(conn)
             except Exception as exc:
                 if attempt == 1 and is_connection_lost(exc) and not self._pool.is_closing():
+                    # One dead connection usually means the others died with it (a server
+                    # restart, a killed backend pool): replace them all before the retry.
+                    await self._pool.expire_connections()
                     continue
                 _reraise(exc)
         raise AssertionError("unreachable")  # pragma: no cover
