@@ -1,0 +1,302 @@
+"""``KhoraPropertyGraphStore`` on real stacks: a ``PropertyGraphIndex`` built on it, its
+retrievers, and the same nodes seen from ``Khora.recall`` and the entity reads (both ways)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from llama_index.core import PropertyGraphIndex
+from llama_index.core.graph_stores.types import TRIPLET_SOURCE_KEY, ChunkNode, EntityNode, Relation
+from llama_index.core.indices.property_graph import ImplicitPathExtractor, VectorContextRetriever
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
+
+from khora_core import KhoraSync
+from khora_core.errors import InvalidInputError
+from khora_core.ingest.resolve import entity_id
+from khora_integrations.llama_index import KhoraPropertyGraphStore, UnsupportedGraphOperationError
+
+RADIUM = "Who discovered radium?"
+
+
+def _index(graph_store, documents, embed_model) -> PropertyGraphIndex:
+    return PropertyGraphIndex.from_documents(
+        documents,
+        property_graph_store=graph_store,
+        kg_extractors=[ImplicitPathExtractor()],
+        embed_model=embed_model,
+    )
+
+
+def _vector_retriever(graph_store, embed_model, **kwargs) -> VectorContextRetriever:
+    return VectorContextRetriever(graph_store, embed_model=embed_model, include_text=True, **kwargs)
+
+
+def test_property_graph_index_nodes_are_found_by_its_retrievers_and_by_recall(
+    li_kb: KhoraSync, li_namespace, graph_store, documents, embed_model
+):
+    index = _index(graph_store, documents, embed_model)
+    chunks = [n for n in graph_store.get() if isinstance(n, ChunkNode)]
+    assert sorted(c.properties["ref_doc_id"] for c in chunks) == sorted(d.doc_id for d in documents)
+
+    # LlamaIndex's vector-context retriever, through the index
+    retriever = index.as_retriever(
+        sub_retrievers=[_vector_retriever(graph_store, embed_model, similarity_top_k=2)]
+    )
+    top = retriever.retrieve(RADIUM)[0]
+    assert "Marie Curie discovered polonium and radium" in top.node.get_content()
+    assert top.node.ref_doc_id == documents[1].doc_id  # the original LlamaIndex node came back
+    assert top.node.metadata["topic"] == "chemistry"
+
+    # Khora recalls the same text, stored under the LlamaIndex node id
+    recalled = li_kb.recall(RADIUM, namespace=li_namespace, limit=3)
+    assert "Marie Curie" in recalled.chunks[0].content
+    doc = next(d for d in recalled.documents if d.id == recalled.chunks[0].document_id)
+    assert doc.external_id == top.node.node_id
+    assert doc.metadata["topic"] == "chemistry" and doc.metadata["ref_doc_id"] == documents[1].doc_id
+
+    # inserting the same documents again stores nothing new
+    before = li_kb.stats(li_namespace)
+    index.insert(documents[0])
+    assert li_kb.stats(li_namespace).documents == before.documents
+
+
+async def test_the_async_retrieval_path_finds_the_same(
+    li_kb, li_namespace, graph_store, documents, embed_model
+):
+    # PropertyGraphIndex builds with asyncio.run(), so it cannot run on this loop's thread.
+    await asyncio.to_thread(_index, graph_store, documents, embed_model)
+    nodes = await _vector_retriever(graph_store, embed_model, similarity_top_k=2).aretrieve(RADIUM)
+    assert "Marie Curie discovered polonium and radium" in nodes[0].node.get_content()
+    nodes = await _vector_retriever(graph_store, embed_model, similarity_top_k=2).aretrieve(
+        "Where did Alan Turing work?"
+    )
+    assert "Bletchley Park" in nodes[0].node.get_content()
+
+
+def test_khora_memories_are_visible_to_llama_index(li_kb: KhoraSync, li_namespace, graph_store, embed_model):
+    li_kb.create_namespace(namespace_id=li_namespace)
+    text = "Grace Hopper worked with Howard Aiken at Harvard University in Cambridge."
+    li_kb.remember(text, namespace=li_namespace, external_id="hopper", metadata={"field": "compilers"})
+
+    entity, chunk = graph_store.get(ids=["Grace Hopper", "hopper"])
+    assert isinstance(entity, EntityNode) and entity.name == "Grace Hopper"
+    assert entity.properties["khora_id"] == entity_id(li_namespace, "Grace Hopper")
+    assert entity.properties[TRIPLET_SOURCE_KEY] == "hopper"
+    assert isinstance(chunk, ChunkNode) and chunk.text == text and chunk.properties["field"] == "compilers"
+    (llama,) = graph_store.get_llama_nodes(["hopper"])
+    assert llama.node_id == "hopper" and llama.get_content() == text
+
+    triplets = graph_store.get_triplets(entity_names=["grace hopper"])  # names match case-insensitively
+    assert triplets and all("Grace Hopper" in (t[0].name, t[2].name) for t in triplets)
+    assert all(t[1].properties[TRIPLET_SOURCE_KEY] == "hopper" for t in triplets)
+
+    query = VectorStoreQuery(
+        query_embedding=embed_model.get_query_embedding("Grace Hopper"), similarity_top_k=1
+    )
+    nodes, scores = graph_store.vector_query(query)
+    assert [n.name for n in nodes] == ["Grace Hopper"] and scores[0] > 0.5
+
+    found = _vector_retriever(graph_store, embed_model, similarity_top_k=1).retrieve(
+        "Who did Grace Hopper work with?"
+    )
+    assert found and text in found[0].node.get_content()
+
+
+def test_entities_and_relations_written_through_llama_index_are_seen_by_khora(
+    li_kb: KhoraSync, li_namespace, graph_store
+):
+    text = "Zorblax Prime is a cold planet that orbits the star Quuxar every ninety days."
+    graph_store.upsert_nodes(
+        [ChunkNode(text=text, id_="chunk-1", properties={"topic": "astro", "title": "Zorblax"})]
+    )
+    graph_store.upsert_nodes(
+        [
+            EntityNode(name="Zorblax Prime", label="PLANET", properties={"description": "a cold planet"}),
+            EntityNode(name="Quuxar", label="STAR"),
+        ]
+    )
+    graph_store.upsert_relations(
+        [
+            Relation(
+                label="ORBITS",
+                source_id="Zorblax Prime",
+                target_id="Quuxar",
+                properties={TRIPLET_SOURCE_KEY: "chunk-1", "weight": 2.0},
+            ),
+            Relation(label="NEAR", source_id="Quuxar", target_id="Vega"),  # a new end becomes an entity
+            Relation(label="NEXT", source_id="chunk-1", target_id="chunk-2"),  # chunk edges are not stored
+        ]
+    )
+    ns = li_namespace
+    planet = li_kb.get_entity(entity_id(ns, "Zorblax Prime"), namespace_id=ns)
+    assert planet is not None and planet.type == "PLANET" and planet.description == "a cold planet"
+    related = {e.name for e in li_kb.find_related_entities(planet.id, namespace_id=ns, depth=2)}
+    assert {"Quuxar", "Vega"} <= related
+    assert li_kb.get_entity(entity_id(ns, "chunk-2"), namespace_id=ns) is None
+
+    recalled = li_kb.recall("What does Zorblax Prime orbit?", namespace=ns)
+    assert recalled.chunks[0].content == text
+    assert recalled.documents[0].external_id == "chunk-1" and recalled.documents[0].title == "Zorblax"
+    assert ("Zorblax Prime", "ORBITS", "Quuxar") in {
+        (r.source_name, r.type, r.target_name) for r in recalled.relationships
+    }
+
+    (orbit,) = graph_store.get_triplets(relation_names=["ORBITS"])
+    assert (orbit[0].name, orbit[0].label, orbit[2].name, orbit[2].label) == (
+        "Zorblax Prime",
+        "PLANET",
+        "Quuxar",
+        "STAR",
+    )
+    assert orbit[1].properties["weight"] == 2.0 and orbit[1].properties[TRIPLET_SOURCE_KEY] == "chunk-1"
+    assert graph_store.get_triplets(relation_names=["ORBITS"], properties={"weight": 2.0}) == [orbit]
+    assert graph_store.get_triplets(relation_names=["ORBITS"], properties={"weight": 3.0}) == []
+    assert graph_store.get_triplets() == []
+
+    rel_map = graph_store.get_rel_map([EntityNode(name="Zorblax Prime")], depth=2)
+    labels = [t[1].label for t in rel_map]
+    assert "ORBITS" in labels and "NEAR" in labels
+    assert labels.index("ORBITS") < labels.index("NEAR")  # nearest first
+    assert "ORBITS" not in [
+        t[1].label
+        for t in graph_store.get_rel_map([EntityNode(name="Zorblax Prime")], ignore_rels=["ORBITS"])
+    ]
+    assert len(graph_store.get_rel_map([EntityNode(name="Zorblax Prime")], depth=2, limit=1)) == 1
+
+    by_props = graph_store.get(properties={"topic": "astro"})
+    assert [n.id for n in by_props] == ["chunk-1"]
+    assert [n.id for n in graph_store.get(properties={"description": "a cold planet"})] == ["Zorblax Prime"]
+    assert {n.id for n in graph_store.get()} >= {"Zorblax Prime", "Quuxar", "Vega", "chunk-1"}
+    assert graph_store.get(ids=[]) == []  # no ids named: nothing (not the whole graph)
+
+
+def test_vector_query_filters_node_ids_and_dimensions(
+    li_kb: KhoraSync, li_namespace, graph_store, embed_model
+):
+    graph_store.upsert_nodes(
+        [
+            EntityNode(name="Zorblax Prime", label="PLANET"),
+            EntityNode(name="Quuxar", label="STAR"),
+            EntityNode(name="Vega", label="STAR"),
+        ]
+    )
+    vector = embed_model.get_query_embedding("the planet Zorblax Prime")
+    nodes, scores = graph_store.vector_query(VectorStoreQuery(query_embedding=vector, similarity_top_k=3))
+    assert nodes[0].name == "Zorblax Prime" and scores == sorted(scores, reverse=True) and len(nodes) == 3
+    stars = MetadataFilters(filters=[MetadataFilter(key="label", value="STAR")])
+    nodes, _ = graph_store.vector_query(
+        VectorStoreQuery(query_embedding=vector, similarity_top_k=3, filters=stars)
+    )
+    assert {n.name for n in nodes} == {"Quuxar", "Vega"}
+    nodes, _ = graph_store.vector_query(
+        VectorStoreQuery(query_embedding=vector, similarity_top_k=3, node_ids=["Vega"])
+    )
+    assert [n.name for n in nodes] == ["Vega"]
+    nodes, _ = graph_store.vector_query(VectorStoreQuery(query_str="Quuxar", similarity_top_k=1))
+    assert [n.name for n in nodes] == ["Quuxar"]
+    with pytest.raises(InvalidInputError, match="KhoraEmbedding"):
+        graph_store.vector_query(VectorStoreQuery(query_embedding=[0.1] * 7, similarity_top_k=1))
+    with pytest.raises(InvalidInputError):
+        graph_store.vector_query(VectorStoreQuery(similarity_top_k=1))
+
+
+def test_delete_entities_documents_and_llama_nodes(
+    li_kb: KhoraSync, li_namespace, graph_store, documents, embed_model
+):
+    _index(graph_store, documents, embed_model)
+    ns = li_namespace
+    curie = li_kb.recall(RADIUM, namespace=ns).chunks[0]
+    with pytest.raises(InvalidInputError, match="chunk id"):
+        graph_store.delete(ids=[curie.id])
+    with pytest.raises(UnsupportedGraphOperationError):
+        graph_store.delete(relation_names=["RELATED_TO"])
+
+    assert li_kb.get_entity(entity_id(ns, "Pierre Curie"), namespace_id=ns) is not None
+    graph_store.delete(entity_names=["Pierre Curie"])
+    assert li_kb.get_entity(entity_id(ns, "Pierre Curie"), namespace_id=ns) is None
+
+    node_id = next(
+        d for d in li_kb.recall(RADIUM, namespace=ns).documents if d.id == curie.document_id
+    ).external_id
+    graph_store.delete(ids=[node_id])
+    assert graph_store.get(ids=[node_id]) == []
+    assert all("Marie Curie" not in c.content for c in li_kb.recall(RADIUM, namespace=ns).chunks)
+    assert (
+        li_kb.get_entity(entity_id(ns, "Marie Curie"), namespace_id=ns) is None
+    )  # only that text mentioned her
+
+    graph_store.delete_llama_nodes(ref_doc_ids=[documents[0].doc_id])
+    assert li_kb.stats(ns).documents == 1
+    graph_store.delete(properties={"topic": "computing"})
+    assert li_kb.stats(ns).documents == 0
+
+
+def test_schema_and_structured_queries(li_stack: str, li_kb: KhoraSync, li_namespace, graph_store):
+    graph_store.upsert_nodes(
+        [EntityNode(name="Zorblax Prime", label="PLANET"), EntityNode(name="Quuxar", label="STAR")]
+    )
+    graph_store.upsert_relations([Relation(label="ORBITS", source_id="Zorblax Prime", target_id="Quuxar")])
+    schema = graph_store.get_schema(refresh=True)
+    assert schema["backend"] == li_stack and {"PLANET", "STAR"} <= set(schema["entity_labels"])
+    assert ("PLANET", "ORBITS", "STAR") in schema["triplet_patterns"]
+    text = graph_store.get_schema_str()
+    assert "(PLANET)-[ORBITS]->(STAR)" in text
+
+    query = "MATCH (e:Entity {namespace_id: $namespace_id}) RETURN e.name AS name ORDER BY name"
+    if li_stack == "sqlite_lance":
+        assert graph_store.supports_structured_queries is False
+        with pytest.raises(UnsupportedGraphOperationError, match="Neo4j"):
+            graph_store.structured_query(query)
+        return
+    assert graph_store.supports_structured_queries is True
+    assert "RELATES" in text and "'ORBITS'" in text
+    assert graph_store.structured_query(query) == [{"name": "Quuxar"}, {"name": "Zorblax Prime"}]
+    other = KhoraPropertyGraphStore(li_kb, namespace=f"{li_namespace}-other")
+    assert other.structured_query(query) == []  # $namespace_id scopes it
+    rows = graph_store.structured_query(
+        "MATCH (a:Entity {namespace_id: $namespace_id})-[r:RELATES {type: $t}]->(b) RETURN a.name AS a, b.name AS b",
+        {"t": "ORBITS"},
+    )
+    assert rows == [{"a": "Zorblax Prime", "b": "Quuxar"}]
+    with pytest.raises(InvalidInputError):
+        graph_store.structured_query(query, {"namespace_id": "someone-else"})
+    with pytest.raises(InvalidInputError, match="rejected"):
+        graph_store.structured_query("MATCH (n RETURN n")
+
+
+async def test_async_twins_share_the_implementation(li_kb: KhoraSync, li_namespace, graph_store, embed_model):
+    await graph_store.aupsert_nodes(
+        [ChunkNode(text="Quuxar is a blue giant star.", id_="c-1"), EntityNode(name="Quuxar", label="STAR")]
+    )
+    await graph_store.aupsert_relations([Relation(label="NEAR", source_id="Quuxar", target_id="Vega")])
+    assert {n.id for n in await graph_store.aget(ids=["Quuxar", "c-1"])} == {"Quuxar", "c-1"}
+    assert [t[1].label for t in await graph_store.aget_triplets(entity_names=["Vega"])] == ["NEAR"]
+    assert [t[2].name for t in await graph_store.aget_rel_map([EntityNode(name="Vega")], depth=1)] == ["Vega"]
+    vector = await embed_model.aget_query_embedding("Quuxar")
+    nodes, _ = await graph_store.avector_query(VectorStoreQuery(query_embedding=vector, similarity_top_k=1))
+    assert [n.name for n in nodes] == ["Quuxar"]
+    assert "NEAR" in (await graph_store.aget_schema(refresh=True))["relation_labels"]
+    assert "Triplet patterns" in await graph_store.aget_schema_str()
+    assert [n.get_content() for n in await graph_store.aget_llama_nodes(["c-1"])] == [
+        "Quuxar is a blue giant star."
+    ]
+    await graph_store.adelete(entity_names=["Vega"])
+    assert await graph_store.aget(ids=["Vega"]) == []
+    await graph_store.adelete_llama_nodes(node_ids=["c-1"])
+    assert await graph_store.aget(ids=["c-1"]) == []
+
+
+def test_namespaces_do_not_see_each_other(li_kb: KhoraSync, li_namespace, graph_store, embed_model):
+    graph_store.upsert_nodes([EntityNode(name="Zorblax Prime", label="PLANET")])
+    other_ns = f"{li_namespace}-other"
+    try:
+        other = KhoraPropertyGraphStore(li_kb, namespace=other_ns)
+        other.upsert_nodes([EntityNode(name="Quuxar", label="STAR")])
+        assert [n.id for n in other.get()] == ["Quuxar"]
+        assert other.get(ids=["Zorblax Prime"]) == []
+        vector = embed_model.get_query_embedding("Zorblax Prime")
+        nodes, _ = other.vector_query(VectorStoreQuery(query_embedding=vector, similarity_top_k=5))
+        assert [n.name for n in nodes] == ["Quuxar"]
+    finally:
+        li_kb.delete_namespace(other_ns)
