@@ -289,9 +289,19 @@ async def rel_map(
     )
     ignore = set(ignore_rels or ())
     dist = hood.distance
+    names = {e.id: e.name for e in hood.entities}
+    # Ties break on names, not ids: ids embed the namespace, and a stable order keeps LLM
+    # prompts built from these triplets identical across namespaces and runs.
     rels = sorted(
         (r for r in hood.relationships if r.type not in ignore),
-        key=lambda r: (min(dist.get(r.source_id, 99), dist.get(r.target_id, 99)), -r.weight, r.id),
+        key=lambda r: (
+            min(dist.get(r.source_id, 99), dist.get(r.target_id, 99)),
+            -r.weight,
+            names.get(r.source_id, ""),
+            r.type,
+            names.get(r.target_id, ""),
+            r.id,
+        ),
     )
     return await triplets(ctx, rels[:limit], {e.id: e for e in hood.entities})
 

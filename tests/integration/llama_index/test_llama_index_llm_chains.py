@@ -124,6 +124,7 @@ def test_query_engine_over_the_khora_retriever(li_kb: KhoraSync, corpus: str, ll
 def test_query_engine_over_a_property_graph_index(graph_store, documents, embed_model, llm):
     index = PropertyGraphIndex.from_documents(
         documents,
+        transformations=[SentenceSplitter(id_func=lambda i, doc: f"{doc.id_}-node-{i}")],
         property_graph_store=graph_store,
         kg_extractors=[ImplicitPathExtractor()],
         embed_model=embed_model,
