@@ -415,7 +415,15 @@ class OfflineExtractor:
             words = [
                 w for x, w in enumerate(words) if w not in lx.RELATION_FILLER or (w == "to" and x == last)
             ]
-            if len(words) == 1 and words[0] in _BARE_PREPOSITIONS:
+            if words in (["'s"], ["’s"], ["s"]):
+                # "Babbage's Analytical Engine": a possessive says the first has the second.
+                label = "HAS"
+            elif words and all(w in _BARE_PREPOSITIONS or w == "to" for w in words) and not (
+                len(words) == 1 and words[0] in ("in", "at", "near") and b.type == "LOCATION"
+            ):
+                # Prepositions alone ("to", "of", "for") name no relation.
+                label = "RELATED_TO"
+            elif len(words) == 1 and words[0] in _BARE_PREPOSITIONS:
                 # "Bob in Paris" says where Bob is; other bare prepositions name no relation.
                 label = (
                     "LOCATED_IN"
