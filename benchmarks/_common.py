@@ -68,7 +68,7 @@ class CachedEmbedder:
             else:
                 vecs = await self.inner.embed_documents(miss_texts)
             rows = []
-            for i, v in zip(missing, vecs):
+            for i, v in zip(missing, vecs, strict=True):
                 found[keys[i]] = list(v)
                 rows.append((keys[i], np.asarray(v, dtype=np.float32).tobytes()))
             self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)", rows)
@@ -117,7 +117,7 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]
     cells = [[fmt(c) for c in r] for r in rows]
     widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
     print(f"\n## {title}\n")
-    print("| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths)) + " |")
+    print("| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in cells:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")

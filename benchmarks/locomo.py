@@ -102,10 +102,12 @@ async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
     n = 0
     for cat in sorted(counts):
         rows.append([f"cat {cat}", counts[cat], *[round(s / counts[cat], 3) for s in sums[cat]]])
-        total = [a + b for a, b in zip(total, sums[cat])]
+        total = [a + b for a, b in zip(total, sums[cat], strict=True)]
         n += counts[cat]
     rows.append(["overall 1-4", n, *[round(s / n, 3) for s in total]])
-    print_table(f"LoCoMo evidence recall, mode={mode.value}", ["category", "questions", "R@5", "R@10", "R@15"], rows)
+    print_table(
+        f"LoCoMo evidence recall, mode={mode.value}", ["category", "questions", "R@5", "R@10", "R@15"], rows
+    )
     print(
         f"\nrecall latency over {len(latencies)} queries: mean {sum(latencies) / len(latencies):.1f} ms, "
         f"p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms"

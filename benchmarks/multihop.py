@@ -86,7 +86,12 @@ async def main_async(args: argparse.Namespace) -> None:
                 r2, r5 = per[name][label]
                 row += [round(r2, 1), round(r5, 1)]
             rows.append(row)
-        rows.append(["baseline cosine / BM25 R@5", *[x for n in datasets for x in ("", f"{BASELINE_R5[n][0]} / {BASELINE_R5[n][1]}")]])
+        rows.append(
+            [
+                "baseline cosine / BM25 R@5",
+                *[x for n in datasets for x in ("", f"{BASELINE_R5[n][0]} / {BASELINE_R5[n][1]}")],
+            ]
+        )
         header = ["mode", *[f"{n} {k}" for n in datasets for k in ("R@2", "R@5")]]
         print_table(f"Multi-hop Recall@k (%), stack={stack}", header, rows)
     print(f"\nembedding cache: {embedder.hits} hits, {embedder.misses} misses")

@@ -112,10 +112,14 @@ class Khora:
         self._stack = await open_stack(config.storage, dim=embedder.dimension)
         extra = {k: v for k, v in self._engine_kwargs.items() if k != "vectorcypher_config"}
         try:
-            self._engine = ENGINES[self._engine_name](stack=self._stack, embedder=embedder, config=config, **extra)
+            self._engine = ENGINES[self._engine_name](
+                stack=self._stack, embedder=embedder, config=config, **extra
+            )
         except TypeError as exc:
             await self._stack.aclose()
-            raise ConfigError(f"Bad engine_kwargs for {self._engine_name!r}: {exc}", setting="engine_kwargs") from exc
+            raise ConfigError(
+                f"Bad engine_kwargs for {self._engine_name!r}: {exc}", setting="engine_kwargs"
+            ) from exc
         return self
 
     async def aclose(self) -> None:
@@ -144,7 +148,11 @@ class Khora:
 
     # -- namespaces ----------------------------------------------------------------------
     async def create_namespace(
-        self, name: str | None = None, *, namespace_id: str | None = None, metadata: Mapping[str, Any] | None = None
+        self,
+        name: str | None = None,
+        *,
+        namespace_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Namespace:
         """Create a namespace (an isolated memory space) and return it.
 
@@ -234,7 +242,9 @@ class Khora:
         if (document_id is None) == (external_id is None):
             raise InvalidInputError("forget() takes exactly one of document_id or external_id")
         await self.get_namespace(namespace)
-        return bool(await self.engine.forget(namespace_id=namespace, document_id=document_id, external_id=external_id))
+        return bool(
+            await self.engine.forget(namespace_id=namespace, document_id=document_id, external_id=external_id)
+        )
 
     # -- read ----------------------------------------------------------------------------
     async def recall(
@@ -318,7 +328,9 @@ class Khora:
         self, entity_id: str, *, namespace_id: str, include_sources: bool = False
     ) -> EntityProjection | None:
         """One entity by id, or None."""
-        return await self.engine.entities.get_entity(entity_id, namespace_id=namespace_id, include_sources=include_sources)
+        return await self.engine.entities.get_entity(
+            entity_id, namespace_id=namespace_id, include_sources=include_sources
+        )
 
     async def list_entities(
         self,

@@ -58,7 +58,9 @@ class StorageConfig(_Section):
     neo4j_user: str = "neo4j"
     neo4j_password: str | None = None
     neo4j_database: str = "neo4j"
-    data_dir: Path = Field(default=Path(".khora"), validation_alias=AliasChoices("KHORA_DATA_DIR", "data_dir"))
+    data_dir: Path = Field(
+        default=Path(".khora"), validation_alias=AliasChoices("KHORA_DATA_DIR", "data_dir")
+    )
     pool_min_size: int = 1
     pool_max_size: int = 10
     connect_timeout_s: float = 5.0
@@ -264,10 +266,14 @@ class KhoraConfig(BaseModel):
 def _read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"Config file {str(p)!r} does not exist (KHORA_CONFIG_FILE)", setting="KHORA_CONFIG_FILE")
+        raise ConfigError(
+            f"Config file {str(p)!r} does not exist (KHORA_CONFIG_FILE)", setting="KHORA_CONFIG_FILE"
+        )
     data = yaml.safe_load(p.read_text()) or {}
     if not isinstance(data, dict):
-        raise ConfigError(f"Config file {str(p)!r} must hold a mapping of sections", setting="KHORA_CONFIG_FILE")
+        raise ConfigError(
+            f"Config file {str(p)!r} must hold a mapping of sections", setting="KHORA_CONFIG_FILE"
+        )
     return data
 
 

@@ -76,17 +76,40 @@ def record(pytest_args: list[str]) -> int:
         model = _model_file()
         server = subprocess.Popen(
             [
-                sys.executable, "-m", "llama_cpp.server",
-                "--model", str(model), "--model_alias", LLM_MODEL_ALIAS,
-                "--chat_format", "gemma", "--n_threads", "2", "--n_ctx", "4096",
-                "--host", LLM_HOST, "--port", str(LLM_PORT),
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(model),
+                "--model_alias",
+                LLM_MODEL_ALIAS,
+                "--chat_format",
+                "gemma",
+                "--n_threads",
+                "2",
+                "--n_ctx",
+                "4096",
+                "--host",
+                LLM_HOST,
+                "--port",
+                str(LLM_PORT),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )
         _wait_ready()
     try:
-        cmd = [sys.executable, "-m", "pytest", "-m", "vcr", "--record-mode=rewrite", "-p", "no:randomly", *pytest_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "vcr",
+            "--record-mode=rewrite",
+            "-p",
+            "no:randomly",
+            *pytest_args,
+        ]
         return subprocess.call(cmd, cwd=ROOT, env={**os.environ, "KHORA_RECORDING": "1"})
     finally:
         if server is not None:

@@ -418,8 +418,10 @@ class OfflineExtractor:
             if words in (["'s"], ["’s"], ["s"]):
                 # "Babbage's Analytical Engine": a possessive says the first has the second.
                 label = "HAS"
-            elif words and all(w in _BARE_PREPOSITIONS or w == "to" for w in words) and not (
-                len(words) == 1 and words[0] in ("in", "at", "near") and b.type == "LOCATION"
+            elif (
+                words
+                and all(w in _BARE_PREPOSITIONS or w == "to" for w in words)
+                and not (len(words) == 1 and words[0] in ("in", "at", "near") and b.type == "LOCATION")
             ):
                 # Prepositions alone ("to", "of", "for") name no relation.
                 label = "RELATED_TO"

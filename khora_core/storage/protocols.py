@@ -132,9 +132,7 @@ class GraphStore(Protocol):
     async def list_entities(
         self, namespace_id: str, *, offset: int = 0, limit: int = 100, type: str | None = None
     ) -> list[Entity]: ...
-    async def find_entities_by_name(
-        self, namespace_id: str, names: Sequence[str]
-    ) -> list[Entity]:
+    async def find_entities_by_name(self, namespace_id: str, names: Sequence[str]) -> list[Entity]:
         """Exact, case-insensitive matches on name or alias."""
         ...
 

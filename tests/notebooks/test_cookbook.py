@@ -26,7 +26,11 @@ def test_cookbook_is_not_empty() -> None:
 def test_notebooks_are_committed_without_outputs() -> None:
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
-        dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count"))]
+        dirty = [
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count"))
+        ]
         assert not dirty, f"{path.name}: clear outputs before committing (cells {dirty})"
 
 

@@ -71,7 +71,9 @@ async def test_round_trip_and_stats(kb: Khora, namespace: str) -> None:
     assert stats.documents == 3
     assert stats.chunks >= 3
     assert stats.entities > 0
-    result = await kb.recall("Who is the CTO of Northwind Robotics?", namespace=namespace, mode=SearchMode.VECTOR)
+    result = await kb.recall(
+        "Who is the CTO of Northwind Robotics?", namespace=namespace, mode=SearchMode.VECTOR
+    )
     assert _ext(result)[0] == "doc-1"
     doc_ids = {d.id for d in result.documents}
     assert {c.document_id for c in result.chunks} <= doc_ids  # the documents invariant
@@ -84,7 +86,9 @@ async def test_dedup_and_replace_by_external_id(kb: Khora, namespace: str) -> No
     first = await kb.remember("Project Heron ships in May.", namespace=namespace, external_id="heron")
     dup = await kb.remember("Project Heron ships in May.", namespace=namespace)
     assert dup.duplicate and dup.document_id == first.document_id
-    second = await kb.remember("Project Heron ships in September instead.", namespace=namespace, external_id="heron")
+    second = await kb.remember(
+        "Project Heron ships in September instead.", namespace=namespace, external_id="heron"
+    )
     assert second.document_id != first.document_id
     stats = await kb.stats(namespace)
     assert stats.documents == 1
@@ -95,15 +99,22 @@ async def test_dedup_and_replace_by_external_id(kb: Khora, namespace: str) -> No
 @pytest.mark.parametrize("mode", [SearchMode.VECTOR, SearchMode.KEYWORD, SearchMode.GRAPH, SearchMode.ALL])
 async def test_filters_hold_on_every_channel(kb: Khora, namespace: str, mode: SearchMode) -> None:
     await _load(kb, namespace)
-    flt = {"metadata.tier": {"$in": ["gold", "silver"]}, "occurred_at": {"$gte": datetime(2023, 1, 1, tzinfo=timezone.utc)}}
-    res = await kb.recall("Northwind Robotics Halcyon Bio Kestrel CTO", namespace=namespace, mode=mode, filter=flt)
+    flt = {
+        "metadata.tier": {"$in": ["gold", "silver"]},
+        "occurred_at": {"$gte": datetime(2023, 1, 1, tzinfo=timezone.utc)},
+    }
+    res = await kb.recall(
+        "Northwind Robotics Halcyon Bio Kestrel CTO", namespace=namespace, mode=mode, filter=flt
+    )
     got = set(_ext(res))
     assert got <= {"doc-1", "doc-2"}
     report = res.engine_info["filter"]
     assert report["unenforced_keys"] == []
     leaves = set(report["pushed_keys"]) | set(report["post_filtered_keys"])
     assert leaves == {"metadata.tier", "occurred_at"}
-    res2 = await kb.recall("picnic sandwiches", namespace=namespace, mode=mode, filter={"source_type": "email"})
+    res2 = await kb.recall(
+        "picnic sandwiches", namespace=namespace, mode=mode, filter={"source_type": "email"}
+    )
     assert set(_ext(res2)) <= {"doc-3"}
 
 
@@ -136,7 +147,10 @@ async def test_forget_leaves_no_orphans(kb: Khora, namespace: str) -> None:
     assert await kb.forget(namespace=namespace, external_id="doc-1")
     assert await kb.forget(namespace=namespace, external_id="doc-3")
     after = await kb.stats(namespace)
-    assert (after.documents, after.chunks, after.entities, after.relationships) == (0, 0, 0, 0), (before, after)
+    assert (after.documents, after.chunks, after.entities, after.relationships) == (0, 0, 0, 0), (
+        before,
+        after,
+    )
     for mode in SearchMode:
         res = await kb.recall("Northwind Robotics CTO picnic", namespace=namespace, mode=mode)
         assert res.chunks == []

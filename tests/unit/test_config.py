@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from khora_core.config import KhoraConfig, VectorCypherConfig
 from khora_core.errors import ConfigError
@@ -8,7 +9,9 @@ from khora_core.errors import ConfigError
 
 def test_env_overrides_yaml_and_keywords_override_env(tmp_path, monkeypatch):
     cfg_file = tmp_path / "khora.yaml"
-    cfg_file.write_text("query:\n  diversity_lambda: 0.7\n  enable_bm25_channel: false\nvectorcypher:\n  skeleton:\n    core_ratio: 0.25\n")
+    cfg_file.write_text(
+        "query:\n  diversity_lambda: 0.7\n  enable_bm25_channel: false\nvectorcypher:\n  skeleton:\n    core_ratio: 0.25\n"
+    )
     monkeypatch.setenv("KHORA_QUERY_ENABLE_BM25_CHANNEL", "true")
     cfg = KhoraConfig.load(cfg_file)
     assert cfg.query.diversity_lambda == 0.7
@@ -32,7 +35,7 @@ def test_spec_defaults():
     vc = VectorCypherConfig()
     assert (vc.fusion_rrf_k, vc.fusion_vector_weight, vc.fusion_graph_weight) == (60, 0.6, 0.4)
     assert vc.skeleton_core_ratio == 0.5
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         VectorCypherConfig(skeleton_core_ratio=1.5)
 
 

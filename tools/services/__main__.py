@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, default=None, help="folder for server data and pid files")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    state = args.state or Path(os.environ.get("KHORA_SERVICES_DIR") or tempfile.mkdtemp(prefix="khora-services-"))
+    state = args.state or Path(
+        os.environ.get("KHORA_SERVICES_DIR") or tempfile.mkdtemp(prefix="khora-services-")
+    )
     state.mkdir(parents=True, exist_ok=True)
     if args.action == "stop":
         _stop(state)

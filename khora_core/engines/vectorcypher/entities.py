@@ -33,7 +33,11 @@ class EntityReader:
         self.config = config
 
     async def _project(
-        self, namespace_id: str, entities: Sequence[Entity], scores: dict[str, float] | None, include_sources: bool
+        self,
+        namespace_id: str,
+        entities: Sequence[Entity],
+        scores: dict[str, float] | None,
+        include_sources: bool,
     ) -> list[EntityProjection]:
         if not entities:
             return []
@@ -43,7 +47,9 @@ class EntityReader:
         if include_sources:
             wanted = sorted({d for ds in doc_ids.values() for d in ds})
             for start in range(0, len(wanted), 1000):
-                for doc in await self.stack.documents.get_documents(namespace_id, wanted[start : start + 1000]):
+                for doc in await self.stack.documents.get_documents(
+                    namespace_id, wanted[start : start + 1000]
+                ):
                     docs_by_id[doc.id] = to_document_projection(doc)
         out = []
         for e in entities:
@@ -58,7 +64,9 @@ class EntityReader:
                     mention_count=e.mention_count,
                     score=(scores or {}).get(e.id),
                     document_ids=list(ds),
-                    source_documents=[docs_by_id[d] for d in ds if d in docs_by_id] if include_sources else None,
+                    source_documents=[docs_by_id[d] for d in ds if d in docs_by_id]
+                    if include_sources
+                    else None,
                 )
             )
         return out
@@ -95,7 +103,9 @@ class EntityReader:
         include_sources: bool = False,
     ) -> list[EntityProjection]:
         if method not in _SEARCH_METHODS:
-            raise InvalidInputError(f"search_entities method must be one of {_SEARCH_METHODS}, got {method!r}")
+            raise InvalidInputError(
+                f"search_entities method must be one of {_SEARCH_METHODS}, got {method!r}"
+            )
         if not query or not query.strip():
             raise InvalidInputError("search_entities needs a non-empty query")
         scores: dict[str, float] = {}
@@ -122,7 +132,9 @@ class EntityReader:
                     if score >= 80:
                         found.setdefault(eid, pool[eid])
                         scores[eid] = max(scores.get(eid, 0.0), score / 100.0)
-        ranked = sorted(found.values(), key=lambda e: (-scores.get(e.id, 0.0), -e.mention_count, e.name))[:limit]
+        ranked = sorted(found.values(), key=lambda e: (-scores.get(e.id, 0.0), -e.mention_count, e.name))[
+            :limit
+        ]
         return await self._project(namespace_id, ranked, scores, include_sources)
 
     async def find_related_entities(

@@ -53,7 +53,9 @@ class _RowCheckedGraph:
         page = await self._graph.chunks_for_entities(
             namespace_id, entity_ids, limit=limit, filter=filter, temporal_sort=temporal_sort
         )
-        rows = {c.id: c for c in await self._documents.get_chunks(namespace_id, [h.chunk.id for h in page.hits])}
+        rows = {
+            c.id: c for c in await self._documents.get_chunks(namespace_id, [h.chunk.id for h in page.hits])
+        }
         hits = []
         for hit in page.hits:
             row = rows.get(hit.chunk.id)

@@ -122,7 +122,10 @@ def graph_store(li_kb: KhoraSync, li_namespace: str) -> KhoraPropertyGraphStore:
 @pytest.fixture
 def documents() -> list[Document]:
     # Fixed ids keep prompts byte-identical between recording and replay of LLM cassettes.
-    return [Document(text=text, metadata=dict(meta), id_=f"li-doc-{i}") for i, (text, meta) in enumerate(DOCUMENTS)]
+    return [
+        Document(text=text, metadata=dict(meta), id_=f"li-doc-{i}")
+        for i, (text, meta) in enumerate(DOCUMENTS)
+    ]
 
 
 class EventRecorder(BaseEventHandler):

@@ -59,7 +59,9 @@ async def llm_kb(tmp_path: Path, embedder: Any) -> AsyncIterator[Khora]:
 
 async def test_llm_extraction_is_parsed_validated_and_stored(llm_kb: Khora) -> None:
     allowed = ["PERSON", "ORGANIZATION", "PROJECT"]
-    result = await llm_kb.remember(TEXTS[0][0], namespace="llm", occurred_at=TEXTS[0][1], entity_types=allowed)
+    result = await llm_kb.remember(
+        TEXTS[0][0], namespace="llm", occurred_at=TEXTS[0][1], entity_types=allowed
+    )
     assert result.chunk_ids, "the document is stored whatever the model says"
     entities = await llm_kb.list_entities(namespace_id="llm", limit=100)
     # Whatever the model proposed, only the allowed types survive validation.
@@ -174,9 +176,16 @@ async def test_lcel_rag_chain_cites_only_retrieved_chunks(tmp_path: Path, embedd
         for text, when in TEXTS:
             kb.remember(text, namespace=ns, occurred_at=when)
         retriever = KhoraRetriever(kb=kb, namespace=ns, k=3)
-        model = ChatLiteLLM(model=LLM_MODEL, api_base=LLM_API_BASE, api_key=LLM_API_KEY, temperature=0, max_tokens=64)
+        model = ChatLiteLLM(
+            model=LLM_MODEL, api_base=LLM_API_BASE, api_key=LLM_API_KEY, temperature=0, max_tokens=64
+        )
         prompt = ChatPromptTemplate.from_messages(
-            [("human", "Answer using the sources and cite them like [1].\n\n{context}\n\nQuestion: {question}\nAnswer:")]
+            [
+                (
+                    "human",
+                    "Answer using the sources and cite them like [1].\n\n{context}\n\nQuestion: {question}\nAnswer:",
+                )
+            ]
         )
         retrieved: list[Any] = []
 
@@ -184,11 +193,18 @@ async def test_lcel_rag_chain_cites_only_retrieved_chunks(tmp_path: Path, embedd
             retrieved[:] = docs
             return "\n".join(f"[{i}] {d.page_content}" for i, d in enumerate(docs, 1))
 
-        chain = {"context": retriever | RunnableLambda(fmt), "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
+        chain = (
+            {"context": retriever | RunnableLambda(fmt), "question": RunnablePassthrough()}
+            | prompt
+            | model
+            | StrOutputParser()
+        )
         answer = chain.invoke("Who is the CTO of Northwind Robotics?")
         assert isinstance(answer, str) and answer.strip()
         assert retrieved and "Maya Chen" in retrieved[0].page_content
         cited = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
-        assert cited <= set(range(1, len(retrieved) + 1)), f"the answer cites sources that were not retrieved: {answer!r}"
+        assert cited <= set(range(1, len(retrieved) + 1)), (
+            f"the answer cites sources that were not retrieved: {answer!r}"
+        )
     finally:
         kb.close()
