@@ -16,6 +16,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_tests.integration_tests import VectorStoreIntegrationTests
 
 from khora_core import KhoraConfig, KhoraSync
+from tests.fixtures.stacks import config_for
 
 STACK_PARAMS = [
     pytest.param("sqlite_lance", id="sqlite_lance"),
@@ -39,19 +40,7 @@ def stack_config(
     stack: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> KhoraConfig:
     """A config for ``stack``: a fresh data dir, or the session's PostgreSQL and Neo4j."""
-    if stack == "sqlite_lance":
-        data_dir = tmp_path_factory.mktemp("khora-langchain")
-        return KhoraConfig(storage={"data_dir": str(data_dir), "database_url": None})
-    dsn = request.getfixturevalue("postgres_dsn")
-    neo = request.getfixturevalue("neo4j_settings")
-    return KhoraConfig(
-        storage={
-            "database_url": dsn,
-            "neo4j_url": neo["uri"],
-            "neo4j_user": neo["user"],
-            "neo4j_password": neo["password"],
-        }
-    )
+    return config_for(stack, request, tmp_path_factory.mktemp("khora-langchain"))
 
 
 @pytest.fixture(scope="module", params=STACK_PARAMS)

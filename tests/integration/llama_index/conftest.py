@@ -21,6 +21,7 @@ from pydantic import Field
 
 from khora_core import KhoraConfig, KhoraSync
 from khora_integrations.llama_index import KhoraAbstentionEvent, KhoraEmbedding, KhoraPropertyGraphStore
+from tests.fixtures.stacks import config_for
 
 STACK_PARAMS = [
     pytest.param("sqlite_lance", id="sqlite_lance"),
@@ -51,20 +52,7 @@ def stack_config(
     stack: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> KhoraConfig:
     """A config for ``stack``: a fresh data dir, or the session's PostgreSQL and Neo4j."""
-    if stack == "sqlite_lance":
-        return KhoraConfig(
-            storage={"data_dir": str(tmp_path_factory.mktemp("khora-llama")), "database_url": None}
-        )
-    dsn = request.getfixturevalue("postgres_dsn")
-    neo = request.getfixturevalue("neo4j_settings")
-    return KhoraConfig(
-        storage={
-            "database_url": dsn,
-            "neo4j_url": neo["uri"],
-            "neo4j_user": neo["user"],
-            "neo4j_password": neo["password"],
-        }
-    )
+    return config_for(stack, request, tmp_path_factory.mktemp("khora-llama"))
 
 
 @pytest.fixture(scope="module", params=STACK_PARAMS)
