@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import signal
@@ -35,6 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools.services._common import free_port as _free_port
+from tools.services._common import port_free as _port_free
+from tools.services._common import read_state as _read_state
+from tools.services._common import write_state as _write_state
+
 __all__ = ["DEFAULT_PASSWORD", "USER", "build", "jar_path", "start", "status", "stop"]
 
 USER = "neo4j"
@@ -42,7 +46,6 @@ DEFAULT_PASSWORD = "khora-test-pw"
 READY_MARK = "KHORA_NEO4J_READY"
 
 PROJECT_DIR = Path(__file__).resolve().parents[1] / "neo4j"
-_STATE_FILE = "khora.json"
 _PID_FILE = "neo4j.pid"
 _LOG_FILE = "neo4j.log"
 _START_TIMEOUT = 120.0
@@ -132,22 +135,6 @@ def _java() -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _answers(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1.0):
@@ -190,17 +177,6 @@ def _read_pid(state_dir: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if _alive(pid) and _is_launcher(pid) else None
-
-
-def _read_state(state_dir: Path) -> dict[str, Any]:
-    path = state_dir / _STATE_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
-    path = state_dir / _STATE_FILE
-    path.write_text(json.dumps(state, indent=2))
-    path.chmod(0o600)
 
 
 def _env(port: int, password: str) -> dict[str, str]:

@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,13 +33,17 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from tools.services._common import free_port as _free_port
+from tools.services._common import port_free as _port_free
+from tools.services._common import read_state as _read_state
+from tools.services._common import write_state as _write_state
+
 __all__ = ["DB_NAME", "DB_USER", "start", "status", "stop"]
 
 DB_USER = "khora"
 DB_NAME = "khora"
 _SUPERUSER = "postgres"
 _SYSTEM_USER = "embedded_postgres"
-_STATE_FILE = "khora.json"
 
 # Small settings for a shared 2-core machine. Parallel query is off: it would only
 # contend with the test process for the two cores.
@@ -117,23 +119,6 @@ def _run(args: list[str], *, user: str | None, timeout: float = 120, **kw: Any) 
     return text
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # Like the server itself: a port whose old connections sit in TIME_WAIT is usable.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _socket_dir(pgdata: Path, port: int) -> Path:
     """A directory whose ``.s.PGSQL.<port>`` path fits the 107-byte unix socket limit."""
     if len(str(pgdata / f".s.PGSQL.{port}")) < 100:
@@ -143,17 +128,6 @@ def _socket_dir(pgdata: Path, port: int) -> Path:
     alt.mkdir(exist_ok=True)
     alt.chmod(0o777)  # the server may run as another user
     return alt
-
-
-def _read_state(state_dir: Path) -> dict[str, Any]:
-    path = state_dir / _STATE_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
-    path = state_dir / _STATE_FILE
-    path.write_text(json.dumps(state, indent=2))
-    path.chmod(0o600)
 
 
 def _running_port(pgdata: Path) -> int | None:
