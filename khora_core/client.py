@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from khora_core.config import KhoraConfig, VectorCypherConfig
-from khora_core.errors import ConfigError, InvalidInputError, NamespaceNotFoundError
+from khora_core.errors import ConfigError, InvalidInputError, KhoraError, NamespaceNotFoundError
 from khora_core.models import (
     EntityProjection,
     Namespace,
@@ -220,11 +220,15 @@ class Khora:
         namespace: str,
         concurrency: int | None = None,
         progress: bool = False,
-    ) -> Any:
+    ) -> list[RememberResult | KhoraError]:
         """Remember many items (dicts with ``content`` plus ``remember`` keywords, or strings).
 
-        Returns a ``BatchResult`` reporting each item's ``RememberResult`` or error, in order;
-        one bad item never loses the others.
+        Chunks of all items are embedded together in large batches; extraction and writes run
+        ``concurrency`` items at a time. ``progress=True`` shows a tqdm bar.
+
+        Returns:
+            One entry per item, in input order: its ``RememberResult``, or the ``KhoraError``
+            that item raised. One bad item never loses the others.
         """
         await self.get_namespace(namespace)
         normalised = [{"content": it} if isinstance(it, str) else dict(it) for it in items]
