@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from khora_core.config import VectorCypherConfig
 from khora_core.models import ChunkHit, SearchMode
 from khora_core.retrieval.fusion import graph_quality
@@ -53,6 +55,8 @@ __all__ = [
     "vector_channel",
 ]
 
+#: Passages nearest the question whose entities also seed the graph walk.
+PASSAGE_SEEDS = 5
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -163,17 +167,28 @@ async def graph_channel(
                 break
             seeds.setdefault(hit.entity.id, (hit.entity.name, float(hit.score), "vector"))
     quality = graph_quality(s for _, s, _ in seeds.values())
+    # Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
+    # are where a second hop starts ("the startup where X worked" -> that startup's passages).
+    passage_seeds: dict[str, float] = {}
+    if query_vector is not None and PASSAGE_SEEDS > 0:
+        page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
+        by_chunk = await graph.entities_for_chunks(namespace_id, [h.chunk.id for h in page.hits])
+        for h in page.hits:
+            for ent in by_chunk.get(h.chunk.id, []):
+                if ent.id not in seeds and ent.type != "DATE":
+                    passage_seeds[ent.id] = max(passage_seeds.get(ent.id, 0.0), 0.5 * float(h.score))
     info: dict[str, Any] = {
         "entry_entities": [
             {"id": i, "name": n, "score": round(s, 4), "how": h} for i, (n, s, h) in seeds.items()
         ],
+        "passage_seed_entities": len(passage_seeds),
         "quality": round(quality, 4),
     }
-    if not seeds:
+    if not seeds and not passage_seeds:
         info.update(depth=0, expanded=0)
         return ChannelResult("graph", elapsed_ms=(time.perf_counter() - started) * 1000.0, info=info)
 
-    depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth)
+    depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
     rings: dict[int, list[str]] = {}
     if depth > 0:
         hood = await graph.neighbourhood(
@@ -186,9 +201,12 @@ async def graph_channel(
             rings.setdefault(d, []).append(eid)
     info.update(depth=depth, expanded=sum(len(v) for v in rings.values()))
 
-    # One call per entry entity (to credit each entity's own score) and one per ring.
+    # One call per entry entity (to credit each entity's own score), one per ring, and one
+    # for the passage seeds.
     groups: list[tuple[list[str], float]] = [([eid], score) for eid, (_, score, _) in seeds.items()]
     groups += [(ids, (0.5**d) * quality) for d, ids in sorted(rings.items())]
+    if passage_seeds:
+        groups.append((list(passage_seeds), max(passage_seeds.values())))
     pages = await asyncio.gather(
         *(
             graph.chunks_for_entities(
@@ -211,14 +229,26 @@ async def graph_channel(
             evidence[cid] = evidence.get(cid, 0.0) + weight
             mentions[cid] = mentions.get(cid, 0.0) + float(hit.score)
 
+    # Rank what the graph reached by relevance to the question, with graph evidence as a
+    # multiplier: entity overlap alone cannot tell a bridge passage from any other passage
+    # that names the same popular entity.
+    relevance = await _relevance(stack, namespace_id, query_vector, list(chunks))
+    top_evidence = max(evidence.values(), default=1.0) or 1.0
+
+    def score(cid: str) -> float:
+        if cid not in relevance:
+            return evidence[cid]
+        return relevance[cid] * (0.5 + 0.5 * evidence[cid] / top_evidence)
+
+    scored = {cid: score(cid) for cid in chunks}
+
     def order(cid: str) -> tuple[float, float, float]:
         when = chunks[cid].chunk.occurred_at if temporal_sort else None
-        return (-round(evidence[cid], 9), -(when or _EPOCH).timestamp(), -mentions[cid])
+        return (-round(scored[cid], 9), -(when or _EPOCH).timestamp(), -mentions[cid])
 
     ranked = sorted(chunks, key=order)[:limit]
     hits = [
-        ChunkHit(chunk=chunks[cid].chunk, score=evidence[cid], rank=i)
-        for i, cid in enumerate(ranked, start=1)
+        ChunkHit(chunk=chunks[cid].chunk, score=scored[cid], rank=i) for i, cid in enumerate(ranked, start=1)
     ]
     return ChannelResult(
         name="graph",
@@ -228,6 +258,23 @@ async def graph_channel(
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         info=info,
     )
+
+
+async def _relevance(
+    stack: StorageStack, namespace_id: str, query_vector: Sequence[float] | None, chunk_ids: list[str]
+) -> dict[str, float]:
+    """Cosine of the question with each chunk's stored embedding (absent when unknown)."""
+    if query_vector is None or not chunk_ids:
+        return {}
+    stored = await stack.vectors.embeddings(namespace_id, chunk_ids)
+    if not stored:
+        return {}
+    ids = list(stored)
+    matrix = np.asarray([stored[c] for c in ids], dtype=np.float32)
+    q = np.asarray(query_vector, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(q)) or 1.0)
+    cos = (matrix @ q) / np.where(norms == 0, 1.0, norms)
+    return {c: max(0.0, float(v)) for c, v in zip(ids, cos, strict=True)}
 
 
 async def run_channels(calls: dict[str, Awaitable[ChannelResult]]) -> dict[str, ChannelResult]:
