@@ -241,6 +241,9 @@ async def graph_channel(
         return relevance[cid] * (0.5 + 0.5 * evidence[cid] / top_evidence)
 
     scored = {cid: score(cid) for cid in chunks}
+    # The channel's evidence is the better of its entity links and how relevant the passages
+    # it reached are: a walk from passage seeds is worth as much as what it finds.
+    info["quality"] = round(max(quality, max(relevance.values(), default=0.0)), 4)
 
     def order(cid: str) -> tuple[float, float, float]:
         when = chunks[cid].chunk.occurred_at if temporal_sort else None

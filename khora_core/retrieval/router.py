@@ -77,7 +77,16 @@ _MULTI_HOP_RE = re.compile(
     # a relative clause that names another thing: "the startup where the lead of X worked"
     r"|\bthe\s+\w+\s+(?:that|who|which|whose|where)\s+(?:\w+\s+){0,3}?the\s+\w+\s+of\b"
     # possessive chains: "Alice's manager's team"
-    r"|\b\w+'s\s+\w+'s\b",
+    r"|\b\w+'s\s+\w+'s\b"
+    # a noun defined by a relative clause: "the country where the river is found",
+    # "the association which published the journal"
+    r"|\bthe\s+(?:\w+\s+){1,3}?(?:where|which|that|who|whose)\s+(?:\w+\s+){0,3}?\w+(?:ed|s)\b"
+    # chained "of": "the place of birth of the performer of the song"
+    r"|\bof\s+(?:the\s+)?(?:\w+\s+){1,2}?of\b"
+    # a relation of a named thing: "Lothair II's mother", "the film's director"
+    r"|\b[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*)*'s\s+(?:\w+\s+)?(?:mother|father|wife|husband|spouse|son|daughter|"
+    r"parent|sibling|brother|sister|grandfather|grandmother|director|author|founder|owner|producer|composer|"
+    r"performer|creator|manager|successor|predecessor|employer|headquarters|capital|birthplace)\b",
     re.I,
 )
 _RELATIONSHIP_RE = re.compile(
