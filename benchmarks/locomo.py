@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -30,6 +31,7 @@ KS = (5, 10, 15)
 def _normalizer():  # the data set's own evidence-id repair
     spec = importlib.util.spec_from_file_location("locomo_check", DATA / "locomo" / "check.py")
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = mod  # its dataclasses look their module up while being built
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod.normalize_evidence_id
 
@@ -76,9 +78,8 @@ async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
     for q in qa:
         evidence = set()
         for raw in q["evidence"]:
-            for part in str(raw).split(";"):
-                fixed = normalize(part.strip())
-                if fixed and (q["conv_id"], fixed) in valid_ids:
+            for fixed in normalize(str(raw)):
+                if (q["conv_id"], fixed) in valid_ids:
                     evidence.add(fixed)
         if not evidence:
             continue  # unresolvable evidence is dropped, not scored 0 (data README)
