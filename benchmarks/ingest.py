@@ -1,0 +1,313 @@
+"""Ingestion throughput: remember_batch against the embedder alone, per stack, with peak memory.
+
+    python -m benchmarks.ingest [--stack all|sqlite_lance|postgres] [--corpus hotpotqa] [--limit N] [--join 1]
+
+A development corpus (``--corpus musique|hotpotqa|2wikimultihopqa|locomo|all``, or a
+comma-separated list) is remembered with ``Khora.remember_batch`` (offline extractor, the
+real all-MiniLM-L6-v2 embedder, no cache) into a fresh namespace of each stack. Right before
+each ingest, the same embedder encodes the very chunk texts the pipeline will produce
+(same chunker, same token budget, same slices), which is the physical limit on these CPUs;
+the ratio of the two rates is the figure of merit. Target (issue): at least 0.75 of the
+embedder-alone rate into the embedded store and 0.60 into PostgreSQL + Neo4j, peak memory
+under 2 GiB for 10,000 passages.
+
+"LLM calls saved by the skeleton": with an LLM extractor, one call per *core* chunk; the
+skeleton (``skeleton_core_ratio`` 0.5) picks the core per document, so a one-chunk passage is
+always core. ``--join N`` joins N consecutive passages into one document to show the saving
+on longer documents. Peak memory is the process's peak resident set (``ru_maxrss``, reset
+before each stack on Linux); it includes the embedding model and torch. The PostgreSQL and
+Neo4j servers' memory is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import print_table, stack_configs
+from benchmarks._corpora import corpus_names, passages, peak_rss_mib, remove_dir, reset_peak_rss
+from khora_core import Khora
+from khora_core.embedding.factory import build_embedder
+from khora_core.ingest.chunking import TextSpan, chunk_text
+from khora_core.models import RememberResult
+
+
+class TimedEmbedder:
+    """Passes calls to the real embedder and measures the wall time during which at least
+    one embedding call is in flight (concurrent calls are counted once), and the texts."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.seconds = 0.0
+        self.texts = 0
+        self._active = 0
+        self._since = 0.0
+
+    async def _timed(self, coro: Any, n: int) -> Any:
+        if self._active == 0:
+            self._since = time.perf_counter()
+        self._active += 1
+        try:
+            return await coro
+        finally:
+            self._active -= 1
+            self.texts += n
+            if self._active == 0:
+                self.seconds += time.perf_counter() - self._since
+
+    async def embed_documents(self, texts: Any) -> list[list[float]]:
+        return await self._timed(self.inner.embed_documents(texts), len(texts))
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self._timed(self.inner.embed_query(text), 1)
+
+
+def joined(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """Every ``n`` consecutive passages as one document (``n`` = 1: unchanged)."""
+    if n <= 1:
+        return items
+    out = []
+    for lo in range(0, len(items), n):
+        part = items[lo : lo + n]
+        out.append(
+            {
+                "content": "\n\n".join(p["content"] for p in part),
+                "title": part[0].get("title"),
+                "source_type": part[0].get("source_type"),
+            }
+        )
+    return out
+
+
+def chunk_texts(items: list[dict[str, Any]], cfg: Any) -> list[str]:
+    """The chunk texts ``remember_batch`` will embed (same chunker and budget; duplicates once)."""
+    texts: list[str] = []
+    for content in dict.fromkeys(it["content"] for it in items):
+        spans = chunk_text(
+            content, max_tokens=cfg.ingest.chunk_tokens, overlap_tokens=cfg.ingest.chunk_overlap_tokens
+        ) or [TextSpan(0, len(content), content, 1)]
+        texts += [s.text for s in spans]
+    return texts
+
+
+async def embed_alone(embedder: Any, texts: list[str], slice_size: int) -> float:
+    t0 = time.perf_counter()
+    for lo in range(0, len(texts), slice_size):
+        await embedder.embed_documents(texts[lo : lo + slice_size])
+    return time.perf_counter() - t0
+
+
+async def run_stack(name: str, cfg: Any, embedder: Any, items: list[dict[str, Any]]) -> dict[str, Any]:
+    texts = chunk_texts(items, cfg)
+    alone_s = await embed_alone(embedder, texts, max(256, cfg.embedding.batch_size * 8))
+    print(f"[{name}] embedder alone: {len(texts)} chunks in {alone_s:.1f}s", flush=True)
+    reset_peak_rss()
+    base = peak_rss_mib()
+    timed = TimedEmbedder(embedder)
+    async with Khora(config=cfg, embedder=timed) as kb:
+        ns = (await kb.create_namespace("bench-ingest")).namespace_id
+        try:
+            t0 = time.perf_counter()
+            outcomes = await kb.remember_batch(items, namespace=ns)
+            ingest_s = time.perf_counter() - t0
+            peak = peak_rss_mib()
+            stats = await kb.stats(ns)
+            extractor = type(kb.engine.extractor).__name__
+        finally:
+            await kb.delete_namespace(ns)
+    results = [o for o in outcomes if isinstance(o, RememberResult)]
+    stored = [r for r in results if not r.duplicate]
+    failures = [o for o in outcomes if not isinstance(o, RememberResult)]
+    for f in failures[:3]:
+        print(f"[{name}] failed item: {f}")
+    chunks = sum(len(r.chunk_ids) for r in stored)
+    print(f"[{name}] remember_batch: {len(stored)} documents, {chunks} chunks in {ingest_s:.1f}s", flush=True)
+    return {
+        "texts": len(texts),
+        "alone_s": alone_s,
+        "documents": len(stored),
+        "duplicates": len(results) - len(stored),
+        "failures": len(failures),
+        "chunks": chunks,
+        "core": sum(r.core_chunk_count for r in stored),
+        "ingest_s": ingest_s,
+        "peak_mib": peak,
+        "base_mib": base,
+        "embed_s": timed.seconds,
+        "embed_texts": timed.texts,
+        "entities": stats.entities,
+        "relationships": stats.relationships,
+        "extractor": extractor,
+    }
+
+
+def stack_names(which: str) -> list[str]:
+    names = [n for n in ("sqlite_lance", "postgres") if which in ("all", n)]
+    if "postgres" in names and not os.environ.get("KHORA_DATABASE_URL"):
+        if which == "postgres":
+            raise SystemExit("postgres stack asked for but KHORA_DATABASE_URL is not set (use make bench-*)")
+        names.remove("postgres")
+    return names
+
+
+async def child_async(args: argparse.Namespace) -> dict[str, Any]:
+    """One stack, in its own process so that its peak memory is its own."""
+    items = joined(passages(corpus_names(args.corpus), args.limit), args.join)
+    embedder = build_embedder(None)
+    await embedder.embed_documents(["warm-up: load the model before anything is timed"])
+    ((name, cfg),) = stack_configs(args.stack).items()
+    try:
+        result = await run_stack(name, cfg, embedder, items)
+    finally:
+        if name == "sqlite_lance":
+            remove_dir(cfg.storage.data_dir)
+    return result
+
+
+def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
+    names = corpus_names(args.corpus)
+    n_items = len(joined(passages(names, args.limit), args.join))
+    print(f"{n_items} documents from {', '.join(names)} (join={args.join}); one process per stack")
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="khora-bench-ingest-") as tmp:
+        for name in stack_names(args.stack):
+            out = Path(tmp) / f"{name}.json"
+            cmd = [
+                sys.executable,
+                "-m",
+                "benchmarks.ingest",
+                *argv,
+                "--stack",
+                name,
+                "--child-json",
+                str(out),
+            ]
+            code = subprocess.call(cmd)
+            if code != 0 or not out.exists():
+                print(f"[{name}] failed (exit code {code})")
+                continue
+            results[name] = json.loads(out.read_text())
+    target = {"sqlite_lance": 0.75, "postgres": 0.60}
+    rows = []
+    for name, r in results.items():
+        alone = r["texts"] / r["alone_s"]
+        rate = r["chunks"] / r["ingest_s"]
+        rows.append(
+            [
+                name,
+                r["documents"],
+                r["chunks"],
+                round(r["documents"] / r["ingest_s"], 1),
+                round(rate, 1),
+                round(alone, 1),
+                round(rate / alone, 3),
+                target[name],
+                round(r["base_mib"]),
+                round(r["peak_mib"]),
+            ]
+        )
+    print_table(
+        f"Ingest of {n_items} documents ({args.corpus}, join={args.join}), offline extractor",
+        [
+            "stack",
+            "docs",
+            "chunks",
+            "docs/s",
+            "chunks/s",
+            "embedder alone chunks/s",
+            "ratio",
+            "target",
+            "RSS before MiB",
+            "peak RSS MiB",
+        ],
+        rows,
+    )
+    print_table(
+        "Skeleton: LLM extraction calls (one per core chunk)",
+        [
+            "stack",
+            "extractor",
+            "chunks",
+            "core chunks",
+            "LLM calls saved",
+            "saved %",
+            "entities",
+            "relationships",
+            "duplicates",
+            "failures",
+        ],
+        [
+            [
+                n,
+                r["extractor"],
+                r["chunks"],
+                r["core"],
+                r["chunks"] - r["core"],
+                round(100 * (r["chunks"] - r["core"]) / max(1, r["chunks"]), 1),
+                r["entities"],
+                r["relationships"],
+                r["duplicates"],
+                r["failures"],
+            ]
+            for n, r in results.items()
+        ],
+    )
+    print_table(
+        "Where remember_batch spends its time",
+        [
+            "stack",
+            "wall s",
+            "in the embedder s",
+            "texts embedded",
+            "chunk texts",
+            "other texts (entity names)",
+            "rest s",
+        ],
+        [
+            [
+                n,
+                round(r["ingest_s"], 1),
+                round(r["embed_s"], 1),
+                r["embed_texts"],
+                r["chunks"],
+                r["embed_texts"] - r["chunks"],
+                round(r["ingest_s"] - r["embed_s"], 1),
+            ]
+            for n, r in results.items()
+        ],
+    )
+    print(
+        "\nRSS before = after loading the model and encoding the chunks once (torch included); "
+        "peak = the process's peak during remember_batch. Database servers are not counted."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="all")
+    parser.add_argument("--corpus", default="hotpotqa")
+    parser.add_argument("--limit", type=int, default=None, help="at most N passages")
+    parser.add_argument("--join", type=int, default=1, help="join N consecutive passages into one document")
+    parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
+    argv = sys.argv[1:]
+    args = parser.parse_args(argv)
+    if args.child_json:
+        Path(args.child_json).write_text(json.dumps(asyncio.run(child_async(args))))
+    else:
+        # drop --stack from what the children get: each child is given its own
+        forwarded = [a for i, a in enumerate(argv) if a != "--stack" and (i == 0 or argv[i - 1] != "--stack")]
+        main_parent(args, [a for a in forwarded if not a.startswith("--stack=")])
+
+
+if __name__ == "__main__":
+    main()

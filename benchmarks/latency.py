@@ -1,0 +1,272 @@
+"""recall() latency per routed complexity on both stacks, beside a plain langchain-postgres PGVector.
+
+    python -m benchmarks.latency [--stack all|sqlite_lance|postgres] [--corpus all] [--limit N]
+                                 [--max-questions N] [--no-pgvector]
+
+Every development corpus (multi-hop passages and LoCoMo turns, about 11,800 passages) is
+remembered into one namespace per stack with the offline extractor; passage embeddings come
+from the on-disk cache so re-runs are quick. Then the embedder is switched to the real model
+for everything (``SwitchableEmbedder.live``): each timed ``recall()`` embeds its question
+(and any entity mentions) with all-MiniLM-L6-v2, as a user's call would.
+
+Each development question (multi-hop + LoCoMo, shuffled) is recalled in the default HYBRID
+mode with the heuristic router, ``limit=10``; latencies are grouped by
+``engine_info["routing"]["complexity"]``. The same questions are then recalled in VECTOR mode.
+On PostgreSQL the same chunk texts and vectors are loaded into a langchain-postgres
+``PGVector`` collection (v1 API, psycopg 3, same database) and ``similarity_search(q, k=10)``
+is timed with the query embedded by the same model: as shipped (no vector index: an exact
+scan) and with an HNSW index on its table. Targets (issue): p95 at most 40 ms SIMPLE, 80 ms
+MODERATE, 150 ms COMPLEX; VECTOR within 1.3x of plain PGVector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from benchmarks._common import pct, print_table, stack_configs
+from benchmarks._corpora import SwitchableEmbedder, corpus_names, passages, questions, remove_dir
+from benchmarks.ingest import chunk_texts
+from khora_core import Khora, SearchMode
+
+TARGET_P95 = {"simple": 40.0, "moderate": 80.0, "complex": 150.0}
+K = 10
+
+
+STAGES = ("understand", "embed", "link", "channels", "fuse", "rerank", "assemble", "total")
+
+
+async def time_recalls(
+    kb: Khora, ns: str, qs: list[str], mode: SearchMode
+) -> list[tuple[float, str, dict[str, float]]]:
+    """(wall ms, routed complexity, the engine's stage timings) per question."""
+    out = []
+    for q in qs:
+        t0 = time.perf_counter()
+        res = await kb.recall(q, namespace=ns, limit=K, mode=mode)
+        ms = (time.perf_counter() - t0) * 1000
+        info = res.engine_info
+        out.append((ms, str(info.get("routing", {}).get("complexity", "?")), dict(info.get("timings", {}))))
+    return out
+
+
+def _lc_embeddings(embedder: SwitchableEmbedder, vectors: dict[str, list[float]]) -> Any:
+    """LangChain ``Embeddings`` over the same model: documents from the cache, queries live."""
+    from langchain_core.embeddings import Embeddings
+
+    inner = embedder.inner
+
+    class BenchEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [vectors[t] for t in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            # The model call itself, synchronously (what a sync LangChain embedder does).
+            return inner._encode([text])[0]
+
+    return BenchEmbeddings()
+
+
+def pgvector_timings(
+    url: str, embeddings: Any, texts: list[str], vectors: list[list[float]], qs: list[str]
+) -> dict:
+    """Load a PGVector collection and time ``similarity_search`` without and with HNSW (blocking)."""
+    import sqlalchemy
+    from langchain_postgres import PGVector
+
+    connection = "postgresql+psycopg://" + url.split("://", 1)[1]
+    name = f"khora-bench-{uuid.uuid4().hex[:8]}"
+    store = PGVector(
+        embeddings=embeddings,
+        connection=connection,
+        collection_name=name,
+        embedding_length=len(vectors[0]),
+        use_jsonb=True,
+    )
+    out: dict[str, list[float]] = {}
+    index = f"khora_bench_hnsw_{uuid.uuid4().hex[:8]}"
+    try:
+        t0 = time.perf_counter()
+        for lo in range(0, len(texts), 1000):
+            store.add_embeddings(
+                texts=texts[lo : lo + 1000],
+                embeddings=vectors[lo : lo + 1000],
+                metadatas=[{} for _ in texts[lo : lo + 1000]],
+                ids=[str(uuid.uuid4()) for _ in texts[lo : lo + 1000]],
+            )
+        print(f"[pgvector] {len(texts)} texts loaded in {time.perf_counter() - t0:.1f}s", flush=True)
+        with store._make_sync_session() as session:
+            session.execute(sqlalchemy.text("ANALYZE langchain_pg_embedding"))
+            session.commit()
+        for label in ("PGVector (as shipped, exact scan)", "PGVector + HNSW index"):
+            if "HNSW" in label:
+                with store._make_sync_session() as session:
+                    session.execute(
+                        sqlalchemy.text(
+                            f"CREATE INDEX {index} ON langchain_pg_embedding "
+                            "USING hnsw (embedding vector_cosine_ops)"
+                        )
+                    )
+                    session.execute(sqlalchemy.text("ANALYZE langchain_pg_embedding"))
+                    session.commit()
+            for q in qs[:10]:  # warm-up
+                store.similarity_search(q, k=K)
+            lat = []
+            for q in qs:
+                t0 = time.perf_counter()
+                store.similarity_search(q, k=K)
+                lat.append((time.perf_counter() - t0) * 1000)
+            out[label] = lat
+    finally:
+        with store._make_sync_session() as session:
+            session.execute(sqlalchemy.text(f"DROP INDEX IF EXISTS {index}"))
+            session.commit()
+        store.delete_collection()
+    return out
+
+
+async def run_stack(
+    name: str,
+    cfg: Any,
+    embedder: SwitchableEmbedder,
+    items: list[dict],
+    qs: list[str],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    embedder.live = False
+    result: dict[str, Any] = {}
+    async with Khora(config=cfg, embedder=embedder) as kb:
+        ns = (await kb.create_namespace("bench-latency")).namespace_id
+        try:
+            t0 = time.perf_counter()
+            outcomes = await kb.remember_batch(items, namespace=ns, progress=args.progress)
+            stats = await kb.stats(ns)
+            failed = sum(1 for o in outcomes if isinstance(o, Exception))
+            print(
+                f"[{name}] {len(items)} passages in {time.perf_counter() - t0:.1f}s: {stats.chunks} chunks, "
+                f"{stats.entities} entities, {stats.relationships} relationships, {failed} failures",
+                flush=True,
+            )
+            result["chunks"] = stats.chunks
+            embedder.live = True
+            await time_recalls(kb, ns, qs[:10], SearchMode.HYBRID)  # warm-up: caches, model
+            result["hybrid"] = await time_recalls(kb, ns, qs, SearchMode.HYBRID)
+            result["vector"] = await time_recalls(kb, ns, qs, SearchMode.VECTOR)
+            if name == "postgres" and not args.no_pgvector:
+                embedder.live = False
+                texts = chunk_texts(items, cfg)
+                vecs = await embedder.embed_documents(texts)
+                lc = _lc_embeddings(embedder, dict(zip(texts, vecs, strict=True)))
+                url = str(cfg.storage.database_url or os.environ["KHORA_DATABASE_URL"])
+                result["pgvector"] = await asyncio.to_thread(pgvector_timings, url, lc, texts, vecs, qs)
+        finally:
+            embedder.live = False
+            await kb.delete_namespace(ns)
+    return result
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    names = corpus_names(args.corpus)
+    items = passages(names, args.limit)
+    qs = [q["question"] for q in questions(names, args.max_questions)]
+    print(f"{len(items)} passages from {', '.join(names)}; {len(qs)} questions")
+    embedder = SwitchableEmbedder()
+    results: dict[str, dict[str, Any]] = {}
+    for name, cfg in stack_configs(args.stack).items():
+        try:
+            results[name] = await run_stack(name, cfg, embedder, items, qs, args)
+        finally:
+            if name == "sqlite_lance":
+                remove_dir(cfg.storage.data_dir)
+    rows = []
+    for name, r in results.items():
+        groups: dict[str, list[float]] = defaultdict(list)
+        for ms, complexity, _ in r["hybrid"]:
+            groups[complexity].append(ms)
+        for complexity in ("simple", "moderate", "complex", *sorted(set(groups) - set(TARGET_P95))):
+            lat = groups.get(complexity, [])
+            if not lat:
+                continue
+            p95 = pct(lat, 95)
+            target = TARGET_P95.get(complexity)
+            ok = "" if target is None else ("yes" if p95 <= target else "no")
+            rows.append(
+                [
+                    name,
+                    f"HYBRID {complexity}",
+                    len(lat),
+                    round(pct(lat, 50), 1),
+                    round(p95, 1),
+                    target or "",
+                    ok,
+                ]
+            )
+        all_h = [ms for ms, _, _ in r["hybrid"]]
+        rows.append(
+            [name, "HYBRID all", len(all_h), round(pct(all_h, 50), 1), round(pct(all_h, 95), 1), "", ""]
+        )
+        vec = [ms for ms, _, _ in r["vector"]]
+        rows.append([name, "VECTOR", len(vec), round(pct(vec, 50), 1), round(pct(vec, 95), 1), "", ""])
+    print_table(
+        f"recall() latency in ms, limit={K}, heuristic router, query embedding included",
+        ["stack", "mode / complexity", "queries", "p50", "p95", "target p95", "meets"],
+        rows,
+    )
+    rows = []
+    for name, r in results.items():
+        for mode in ("hybrid", "vector"):
+            cells = [pct([t.get(f"{st}_ms", 0.0) for _, _, t in r[mode]], 50) for st in STAGES]
+            rows.append(
+                [
+                    name,
+                    mode.upper(),
+                    *[round(c, 1) for c in cells],
+                    round(pct([m for m, _, _ in r[mode]], 50), 1),
+                ]
+            )
+    print_table(
+        "Stage medians in ms (engine_info timings; wall = the whole recall() call)",
+        ["stack", "mode", *STAGES, "wall"],
+        rows,
+    )
+    pg = results.get("postgres", {})
+    if pg.get("pgvector"):
+        vec = [ms for ms, _, _ in pg["vector"]]
+        rows = [["Khora VECTOR (postgres)", len(vec), round(pct(vec, 50), 1), round(pct(vec, 95), 1), "", ""]]
+        for label, lat in pg["pgvector"].items():
+            r50, r95 = pct(vec, 50) / pct(lat, 50), pct(vec, 95) / pct(lat, 95)
+            rows.append(
+                [
+                    label,
+                    len(lat),
+                    round(pct(lat, 50), 1),
+                    round(pct(lat, 95), 1),
+                    round(r50, 2),
+                    round(r95, 2),
+                ]
+            )
+        print_table(
+            f"Top-{K} on the same PostgreSQL and embeddings ({pg['chunks']} chunks); target VECTOR within 1.3x",
+            ["search", "queries", "p50 ms", "p95 ms", "VECTOR/this p50", "VECTOR/this p95"],
+            rows,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="all")
+    parser.add_argument("--corpus", default="all", help="all, or a comma-separated list of corpora")
+    parser.add_argument("--limit", type=int, default=None, help="at most N passages")
+    parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument("--no-pgvector", action="store_true", help="skip the langchain-postgres baseline")
+    parser.add_argument("--progress", action="store_true", help="progress bar while remembering")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
