@@ -219,19 +219,19 @@ async def main_async(args: argparse.Namespace) -> None:
     )
     rows = []
     for name, r in results.items():
-        for mode in ("hybrid", "vector"):
-            cells = [pct([t.get(f"{st}_ms", 0.0) for _, _, t in r[mode]], 50) for st in STAGES]
-            rows.append(
-                [
-                    name,
-                    mode.upper(),
-                    *[round(c, 1) for c in cells],
-                    round(pct([m for m, _, _ in r[mode]], 50), 1),
-                ]
-            )
+        by_label = defaultdict(list)
+        for rec in r["hybrid"]:
+            by_label[f"HYBRID {rec[1]}"].append(rec)
+        by_label["VECTOR"] = r["vector"]
+        order = ["HYBRID simple", "HYBRID moderate", "HYBRID complex"]
+        for label in sorted(by_label, key=lambda g: (order.index(g) if g in order else len(order), g)):
+            recs = by_label[label]
+            cells = [pct([t.get(f"{st}_ms", 0.0) for _, _, t in recs], 50) for st in STAGES]
+            wall = pct([m for m, _, _ in recs], 50)
+            rows.append([name, label, len(recs), *[round(c, 1) for c in cells], round(wall, 1)])
     print_table(
         "Stage medians in ms (engine_info timings; wall = the whole recall() call)",
-        ["stack", "mode", *STAGES, "wall"],
+        ["stack", "mode / complexity", "queries", *STAGES, "wall"],
         rows,
     )
     pg = results.get("postgres", {})
