@@ -5,10 +5,17 @@ entity or relationship appears in ``documents``. Documents are fetched through t
 namespace-scoped ``DocumentStore.get_documents`` in batches of at most 1,000 ids, so an id
 from another namespace can never resolve; a reference whose document is gone (deleted
 between search and fetch) is dropped rather than returned dangling.
+
+An entity's ``document_ids`` in a recall result are the result's documents whose returned
+chunks mention it (its full source list is ``Khora.get_entity(..., include_sources=True)``).
+The chunks' documents are fetched while the graph is read, so the store is visited in at
+most three sequential steps: chunk entities + chunk documents, relationships, and the
+documents of relationships from other documents (often none).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,8 +36,6 @@ __all__ = ["Assembled", "assemble", "fetch_documents", "project_chunks", "to_doc
 
 #: ``get_documents`` batch size (ids per call).
 DOCUMENT_BATCH = 1000
-#: Document ids kept per entity (those of returned chunks first).
-DOCS_PER_ENTITY = 10
 
 
 def to_document_projection(doc: Document) -> DocumentProjection:
@@ -76,13 +81,24 @@ async def assemble(
     """
     entity_scores = entity_scores or {}
     chunk_ids = [c.id for c in chunks]
-    chunk_entities = await stack.graph.entities_for_chunks(namespace_id, chunk_ids) if chunk_ids else {}
+    chunk_docs = list(dict.fromkeys(c.document_id for c in chunks))
+    if chunk_ids:
+        chunk_entities, documents = await asyncio.gather(
+            stack.graph.entities_for_chunks(namespace_id, chunk_ids),
+            fetch_documents(stack, namespace_id, chunk_docs),
+        )
+    else:
+        chunk_entities, documents = {}, {}
     seen_in: dict[str, int] = {}
     by_id: dict[str, Entity] = {}
-    for cid in chunk_ids:
-        for e in chunk_entities.get(cid, []):
+    entity_docs: dict[str, list[str]] = {}
+    for chunk in chunks:
+        for e in chunk_entities.get(chunk.id, []):
             by_id.setdefault(e.id, e)
             seen_in[e.id] = seen_in.get(e.id, 0) + 1
+            docs = entity_docs.setdefault(e.id, [])
+            if chunk.document_id not in docs:
+                docs.append(chunk.document_id)
     ranked = sorted(
         by_id.values(),
         key=lambda e: (-seen_in[e.id], -entity_scores.get(e.id, 0.0), -e.mention_count, e.name),
@@ -90,25 +106,13 @@ async def assemble(
     entity_ids = [e.id for e in ranked]
 
     relationships: list[Relationship] = []
-    entity_docs: dict[str, list[str]] = {}
     if entity_ids:
         relationships = await stack.graph.relationships_among(
             namespace_id, entity_ids, limit=max_relationships
         )
-        entity_docs = await stack.graph.documents_for_entities(namespace_id, entity_ids)
-    chunk_docs = [c.document_id for c in chunks]
-    preferred = set(chunk_docs)
-    for eid, docs in entity_docs.items():
-        entity_docs[eid] = sorted(dict.fromkeys(docs), key=lambda d: d not in preferred)[:DOCS_PER_ENTITY]
-    documents = await fetch_documents(
-        stack,
-        namespace_id,
-        [
-            *chunk_docs,
-            *(r.document_id for r in relationships),
-            *(d for ds in entity_docs.values() for d in ds),
-        ],
-    )
+    more = [r.document_id for r in relationships if r.document_id not in documents]
+    if more:
+        documents.update(await fetch_documents(stack, namespace_id, more))
 
     names = {e.id: e.name for e in ranked}
     entities = [

@@ -34,14 +34,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from khora_core.config import VectorCypherConfig
 from khora_core.models import ChunkHit, SearchMode
 from khora_core.retrieval.fusion import graph_quality
 from khora_core.retrieval.linking import LinkedEntity
 from khora_core.retrieval.router import RoutingDecision, adaptive_depth
-from khora_core.storage.protocols import SearchPage, StorageStack
+from khora_core.storage.protocols import EntityHit, SearchPage, StorageStack
 
 if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
@@ -143,8 +141,16 @@ async def graph_channel(
     limit: int,
     filter: RecallFilter | None = None,
     temporal_sort: bool = False,
+    entry_hits: Sequence[EntityHit] | None = None,
+    passages: Awaitable[ChannelResult] | None = None,
 ) -> ChannelResult:
     """Entity-seeded traversal: entry entities -> adaptive-depth walk -> MENTIONED_IN chunks.
+
+    Args:
+        entry_hits: the entities nearest the question, when the caller already searched
+            them (linking does, in the same pass as the mentions); searched here otherwise.
+        passages: the vector channel's result, when it runs alongside: its first
+            ``PASSAGE_SEEDS`` hits are the passage seeds (no second vector search).
 
     ``info`` carries the entry entities, the depth walked, the expanded entity count and
     the channel's evidence ``quality`` (``fusion.graph_quality``).
@@ -156,24 +162,30 @@ async def graph_channel(
         if link.entity.id not in seeds:
             seeds[link.entity.id] = (link.entity.name, link.score, link.match)
     if query_vector is not None and len(seeds) < decision.entry_entities:
-        hits = await graph.search_entities_by_vector(
-            namespace_id,
-            query_vector,
-            limit=decision.entry_entities,
-            min_similarity=config.retriever_min_entity_similarity,
-        )
-        for hit in hits:
+        if entry_hits is None:
+            entry_hits = await graph.search_entities_by_vector(
+                namespace_id,
+                query_vector,
+                limit=decision.entry_entities,
+                min_similarity=config.retriever_min_entity_similarity,
+            )
+        for hit in entry_hits:
             if len(seeds) >= decision.entry_entities:
                 break
-            seeds.setdefault(hit.entity.id, (hit.entity.name, float(hit.score), "vector"))
+            if hit.score >= config.retriever_min_entity_similarity:
+                seeds.setdefault(hit.entity.id, (hit.entity.name, float(hit.score), "vector"))
     quality = graph_quality(s for _, s, _ in seeds.values())
     # Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
     # are where a second hop starts ("the startup where X worked" -> that startup's passages).
     passage_seeds: dict[str, float] = {}
     if query_vector is not None and PASSAGE_SEEDS > 0:
-        page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
-        by_chunk = await graph.entities_for_chunks(namespace_id, [h.chunk.id for h in page.hits])
-        for h in page.hits:
+        if passages is not None:
+            nearest = (await passages).hits[:PASSAGE_SEEDS]
+        else:
+            page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
+            nearest = page.hits
+        by_chunk = await graph.entities_for_chunks(namespace_id, [h.chunk.id for h in nearest])
+        for h in nearest:
             for ent in by_chunk.get(h.chunk.id, []):
                 if ent.id not in seeds and ent.type != "DATE":
                     passage_seeds[ent.id] = max(passage_seeds.get(ent.id, 0.0), 0.5 * float(h.score))
@@ -192,7 +204,11 @@ async def graph_channel(
     rings: dict[int, list[str]] = {}
     if depth > 0:
         hood = await graph.neighbourhood(
-            namespace_id, list(seeds), depth=depth, max_fanout=config.graph_max_fanout
+            namespace_id,
+            list(seeds),
+            depth=depth,
+            max_fanout=config.graph_max_fanout,
+            max_entities=config.retriever_max_entities,
         )
         far = sorted(
             ((eid, d) for eid, d in hood.distance.items() if eid not in seeds and d > 0), key=lambda p: p[1]
@@ -201,66 +217,116 @@ async def graph_channel(
             rings.setdefault(d, []).append(eid)
     info.update(depth=depth, expanded=sum(len(v) for v in rings.values()))
 
-    # One call per entry entity (to credit each entity's own score), one per ring, and one
-    # for the passage seeds.
+    # Evidence groups: each entry entity (credited with its own score), each ring, and the
+    # passage seeds.
     groups: list[tuple[list[str], float]] = [([eid], score) for eid, (_, score, _) in seeds.items()]
     groups += [(ids, (0.5**d) * quality) for d, ids in sorted(rings.items())]
     if passage_seeds:
         groups.append((list(passage_seeds), max(passage_seeds.values())))
+    if filter is None and not temporal_sort:
+        reached = await _reach_by_mentions(stack, namespace_id, groups, limit=limit)
+    else:
+        reached = await _reach_by_pages(stack, namespace_id, groups, limit, filter, temporal_sort)
+
+    # Rank what the graph reached by relevance to the question, with graph evidence as a
+    # multiplier: entity overlap alone cannot tell a bridge passage from any other passage
+    # that names the same popular entity.
+    relevance = await _relevance(stack, namespace_id, query_vector, list(reached.evidence))
+    top_evidence = max(reached.evidence.values(), default=1.0) or 1.0
+
+    def score(cid: str) -> float:
+        if cid not in relevance:
+            return reached.evidence[cid]
+        return relevance[cid] * (0.5 + 0.5 * reached.evidence[cid] / top_evidence)
+
+    scored = {cid: score(cid) for cid in reached.evidence}
+    # The channel's evidence is the better of its entity links and how relevant the passages
+    # it reached are: a walk from passage seeds is worth as much as what it finds.
+    info["quality"] = round(max(quality, max(relevance.values(), default=0.0)), 4)
+
+    def order(cid: str) -> tuple[float, float, float, str]:
+        chunk = reached.chunks.get(cid)
+        when = chunk.chunk.occurred_at if temporal_sort and chunk is not None else None
+        return (-round(scored[cid], 9), -(when or _EPOCH).timestamp(), -reached.mentions[cid], cid)
+
+    ranked = sorted(reached.evidence, key=order)
+    if reached.chunks:
+        ranked = [cid for cid in ranked if cid in reached.chunks][:limit]
+        rows = {cid: reached.chunks[cid].chunk for cid in ranked}
+    else:  # fetch only what is returned; a chunk whose row is gone is skipped
+        ranked = ranked[: limit + limit // 2]
+        rows = {c.id: c for c in await stack.documents.get_chunks(namespace_id, ranked)}
+        ranked = [cid for cid in ranked if cid in rows][:limit]
+    hits = [ChunkHit(chunk=rows[cid], score=scored[cid], rank=i) for i, cid in enumerate(ranked, start=1)]
+    return ChannelResult(
+        name="graph",
+        hits=hits,
+        pushed_keys=reached.pushed,
+        post_filtered_keys=reached.post,
+        elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        info=info,
+    )
+
+
+@dataclass
+class _Reached:
+    """What the evidence groups reached: evidence and mention totals per chunk id, and the
+    chunk rows when the store returned them."""
+
+    evidence: dict[str, float] = field(default_factory=dict)
+    mentions: dict[str, float] = field(default_factory=dict)
+    chunks: dict[str, ChunkHit] = field(default_factory=dict)
+    pushed: list[str] = field(default_factory=list)
+    post: list[str] = field(default_factory=list)
+
+
+async def _reach_by_mentions(
+    stack: StorageStack, namespace_id: str, groups: list[tuple[list[str], float]], *, limit: int
+) -> _Reached:
+    """Unfiltered: one ``chunk_mentions`` call for every group's entities; each group keeps
+    its ``limit`` chunks with the most mentions of its entities (ties by chunk id)."""
+    wanted = list(dict.fromkeys(e for ids, _ in groups for e in ids))
+    per_entity = await stack.graph.chunk_mentions(namespace_id, wanted, per_entity=limit)
+    out = _Reached()
+    for ids, weight in groups:
+        totals: dict[str, int] = {}
+        for eid in ids:
+            for cid, n in per_entity.get(eid, {}).items():
+                totals[cid] = totals.get(cid, 0) + n
+        for cid in sorted(totals, key=lambda c: (-totals[c], c))[:limit]:
+            out.evidence[cid] = out.evidence.get(cid, 0.0) + weight
+            out.mentions[cid] = out.mentions.get(cid, 0.0) + totals[cid]
+    return out
+
+
+async def _reach_by_pages(
+    stack: StorageStack,
+    namespace_id: str,
+    groups: list[tuple[list[str], float]],
+    limit: int,
+    filter: RecallFilter | None,
+    temporal_sort: bool,
+) -> _Reached:
+    """Filtered or temporal: one ``chunks_for_entities`` page per group, so the store pushes
+    the filter down and orders by time."""
     pages = await asyncio.gather(
         *(
-            graph.chunks_for_entities(
+            stack.graph.chunks_for_entities(
                 namespace_id, ids, limit=limit, filter=filter, temporal_sort=temporal_sort
             )
             for ids, _ in groups
         )
     )
-    evidence: dict[str, float] = {}
-    mentions: dict[str, float] = {}
-    chunks: dict[str, ChunkHit] = {}
-    pushed: list[str] = []
-    post: list[str] = []
+    out = _Reached()
     for (_, weight), page in zip(groups, pages, strict=True):
-        pushed += [k for k in page.pushed_keys if k not in pushed]
-        post += [k for k in page.post_filtered_keys if k not in post]
+        out.pushed += [k for k in page.pushed_keys if k not in out.pushed]
+        out.post += [k for k in page.post_filtered_keys if k not in out.post]
         for hit in page.hits:
             cid = hit.chunk.id
-            chunks.setdefault(cid, hit)
-            evidence[cid] = evidence.get(cid, 0.0) + weight
-            mentions[cid] = mentions.get(cid, 0.0) + float(hit.score)
-
-    # Rank what the graph reached by relevance to the question, with graph evidence as a
-    # multiplier: entity overlap alone cannot tell a bridge passage from any other passage
-    # that names the same popular entity.
-    relevance = await _relevance(stack, namespace_id, query_vector, list(chunks))
-    top_evidence = max(evidence.values(), default=1.0) or 1.0
-
-    def score(cid: str) -> float:
-        if cid not in relevance:
-            return evidence[cid]
-        return relevance[cid] * (0.5 + 0.5 * evidence[cid] / top_evidence)
-
-    scored = {cid: score(cid) for cid in chunks}
-    # The channel's evidence is the better of its entity links and how relevant the passages
-    # it reached are: a walk from passage seeds is worth as much as what it finds.
-    info["quality"] = round(max(quality, max(relevance.values(), default=0.0)), 4)
-
-    def order(cid: str) -> tuple[float, float, float]:
-        when = chunks[cid].chunk.occurred_at if temporal_sort else None
-        return (-round(scored[cid], 9), -(when or _EPOCH).timestamp(), -mentions[cid])
-
-    ranked = sorted(chunks, key=order)[:limit]
-    hits = [
-        ChunkHit(chunk=chunks[cid].chunk, score=scored[cid], rank=i) for i, cid in enumerate(ranked, start=1)
-    ]
-    return ChannelResult(
-        name="graph",
-        hits=hits,
-        pushed_keys=pushed,
-        post_filtered_keys=post,
-        elapsed_ms=(time.perf_counter() - started) * 1000.0,
-        info=info,
-    )
+            out.chunks.setdefault(cid, hit)
+            out.evidence[cid] = out.evidence.get(cid, 0.0) + weight
+            out.mentions[cid] = out.mentions.get(cid, 0.0) + float(hit.score)
+    return out
 
 
 async def _relevance(
@@ -269,15 +335,8 @@ async def _relevance(
     """Cosine of the question with each chunk's stored embedding (absent when unknown)."""
     if query_vector is None or not chunk_ids:
         return {}
-    stored = await stack.vectors.embeddings(namespace_id, chunk_ids)
-    if not stored:
-        return {}
-    ids = list(stored)
-    matrix = np.asarray([stored[c] for c in ids], dtype=np.float32)
-    q = np.asarray(query_vector, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(q)) or 1.0)
-    cos = (matrix @ q) / np.where(norms == 0, 1.0, norms)
-    return {c: max(0.0, float(v)) for c, v in zip(ids, cos, strict=True)}
+    scores = await stack.vectors.similarities(namespace_id, query_vector, chunk_ids)
+    return {c: max(0.0, float(v)) for c, v in scores.items() if v == v}  # NaN: a zero vector
 
 
 async def run_channels(calls: dict[str, Awaitable[ChannelResult]]) -> dict[str, ChannelResult]:

@@ -10,7 +10,9 @@ Three ways, strongest first; each mention keeps its best match:
 3. **embedding**: the entity vector search itself, score = cosine, when it reaches
    ``min_similarity`` (``VectorCypherConfig.retriever_min_entity_similarity``).
 
-Linked entities seed the graph channel; their scores measure how much to trust it.
+Linked entities seed the graph channel; their scores measure how much to trust it. Asked
+for ``query_limit``, the same entity search also returns the entities nearest the question
+itself (the graph channel's vector entry points): every vector goes in one store call.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from rapidfuzz import fuzz
 
 from khora_core.embedding.base import Embedder
 from khora_core.models import Entity
-from khora_core.storage.protocols import GraphStore
+from khora_core.storage.protocols import EntityHit, GraphStore
 
-__all__ = ["LinkedEntity", "link_entities"]
+__all__ = ["LinkedEntity", "Linking", "link_entities"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,20 @@ class LinkedEntity:
         }
 
 
+@dataclass(frozen=True)
+class Linking:
+    """What linking found.
+
+    Attributes:
+        links: the best link per entity, best first.
+        nearest: the entities nearest the question vector (raw cosine, best first), when
+            ``query_vector`` and ``query_limit`` were given; else empty.
+    """
+
+    links: list[LinkedEntity]
+    nearest: list[EntityHit]
+
+
 def _names(entity: Entity) -> list[str]:
     return [entity.name, *entity.aliases]
 
@@ -74,7 +90,9 @@ async def link_entities(
     fuzzy_threshold: float = 85.0,
     candidates_per_mention: int = 10,
     list_fallback_limit: int = 1000,
-) -> list[LinkedEntity]:
+    query_vector: Sequence[float] | None = None,
+    query_limit: int = 0,
+) -> Linking:
     """Link mentions to entities of ``namespace_id``.
 
     Args:
@@ -87,14 +105,16 @@ async def link_entities(
         fuzzy_threshold: lowest rapidfuzz ratio (0-100) for a fuzzy match.
         candidates_per_mention: entity vector hits fetched per mention.
         list_fallback_limit: entities listed for fuzzy matching when vector search finds none.
+        query_vector: the question's embedding; with ``query_limit`` > 0, its nearest
+            entities come back as ``Linking.nearest``.
+        query_limit: how many nearest entities of the question to return.
 
     Returns:
-        The best link per entity (an entity matched by two mentions appears once), best
-        first.
+        A :class:`Linking`: the best link per entity (an entity matched by two mentions
+        appears once), best first, and the question's nearest entities.
     """
     mentions = list(dict.fromkeys(m.strip() for m in mentions if m and m.strip()))
-    if not mentions:
-        return []
+    want_nearest = query_vector is not None and query_limit > 0
     best: dict[str, LinkedEntity] = {}
 
     def keep(link: LinkedEntity) -> None:
@@ -102,7 +122,7 @@ async def link_entities(
         if current is None or link.score > current.score:
             best[link.entity.id] = link
 
-    exact = await graph.find_entities_by_name(namespace_id, mentions)
+    exact = await graph.find_entities_by_name(namespace_id, mentions) if mentions else []
     matched: set[str] = set()
     for entity in exact:
         names = {n.casefold() for n in _names(entity)}
@@ -111,33 +131,47 @@ async def link_entities(
                 keep(LinkedEntity(entity, 1.0, "exact", mention))
                 matched.add(mention)
     rest = [m for m in mentions if m not in matched]
-    if not rest:
-        return sorted(best.values(), key=lambda link: -link.score)
 
-    per_mention: list[list[tuple[Entity, float | None]]] = [[] for _ in rest]
-    if embedder is not None:
-        vectors = await embedder.embed_documents(rest)
-        for i, vector in enumerate(vectors):
-            hits = await graph.search_entities_by_vector(
-                namespace_id, vector, limit=candidates_per_mention, min_similarity=0.0
-            )
-            per_mention[i] = [(h.entity, h.score) for h in hits]
+    vectors: list[Sequence[float]] = []
+    if embedder is not None and rest:
+        vectors = list(await embedder.embed_documents(rest))
+    if want_nearest:
+        vectors.append(query_vector)  # type: ignore[arg-type]
+    found: list[list[EntityHit]] = []
+    if vectors:
+        found = await graph.search_entities_by_vectors(
+            namespace_id,
+            vectors,
+            limit=max(candidates_per_mention if rest else 0, query_limit if want_nearest else 0),
+            min_similarity=0.0,
+        )
+    nearest = found.pop()[:query_limit] if want_nearest and found else []
+    if not rest:
+        return Linking(sorted(best.values(), key=lambda link: -link.score), nearest)
+
+    per_mention: list[list[tuple[Entity, float | None]]] = [
+        [(h.entity, h.score) for h in hits[:candidates_per_mention]] for hits in found
+    ] or [[] for _ in rest]
     if not any(per_mention):
         listed = await graph.list_entities(namespace_id, limit=list_fallback_limit)
         per_mention = [[(e, None) for e in listed] for _ in rest]
 
     for mention, candidates in zip(rest, per_mention, strict=True):
         fuzzy_hit = False
-        nearest: tuple[Entity, float] | None = None
+        best_embedding: tuple[Entity, float] | None = None
         for entity, cosine in candidates:
             ratio = _fuzzy(mention, entity)
             if ratio >= fuzzy_threshold:
                 keep(LinkedEntity(entity, ratio / 100.0, "fuzzy", mention))
                 fuzzy_hit = True
-            elif cosine is not None and cosine >= min_similarity and (nearest is None or cosine > nearest[1]):
-                nearest = (entity, float(cosine))
+            elif (
+                cosine is not None
+                and cosine >= min_similarity
+                and (best_embedding is None or cosine > best_embedding[1])
+            ):
+                best_embedding = (entity, float(cosine))
         # Only the nearest embedding match links, and only when no name matched: a mention
         # names one thing, and ten loosely similar entities would seed the graph with noise.
-        if not fuzzy_hit and nearest is not None:
-            keep(LinkedEntity(nearest[0], nearest[1], "embedding", mention))
-    return sorted(best.values(), key=lambda link: -link.score)
+        if not fuzzy_hit and best_embedding is not None:
+            keep(LinkedEntity(best_embedding[0], best_embedding[1], "embedding", mention))
+    return Linking(sorted(best.values(), key=lambda link: -link.score), nearest)

@@ -20,6 +20,7 @@ week"): evergreen lookups are not reordered by date. Dates in the question are a
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ from khora_core.retrieval.linking import LinkedEntity, link_entities
 from khora_core.retrieval.pushdown import pushdown_report
 from khora_core.retrieval.router import route
 from khora_core.retrieval.understand import understand
-from khora_core.storage.protocols import StorageStack
+from khora_core.storage.protocols import EntityHit, StorageStack
 
 if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
@@ -161,24 +162,34 @@ class RecallPipeline:
         timings["embed_ms"] = _ms(t)
         t = time.perf_counter()
         linked: list[LinkedEntity] = []
-        if "graph" in names and u.entity_mentions:
-            linked = await link_entities(
+        nearest: list[EntityHit] | None = None
+        if "graph" in names:
+            linking = await link_entities(
                 self.stack.graph,
                 namespace_id,
                 u.entity_mentions,
                 embedder=self.embedder,
                 min_similarity=vc.retriever_min_entity_similarity,
+                query_vector=qvec,
+                query_limit=decision.entry_entities,
             )
+            linked = list(linking.links)
+            nearest = list(linking.nearest) if qvec is not None else None
         timings["link_ms"] = _ms(t)
 
-        # 5. channels in parallel
+        # 5. channels in parallel (the graph channel's passage seeds are the vector
+        # channel's first hits when both run with the same filter: one search, not two)
         t = time.perf_counter()
         pool = max(qc.candidate_pool, limit) * (2 if time_window is not None else 1)
         calls: dict[str, Any] = {}
+        vector_task: asyncio.Task[ChannelResult] | None = None
         if "vector" in names and qvec is not None:
-            calls["vector"] = vector_channel(
-                self.stack, namespace_id, qvec, limit=pool, min_similarity=min_similarity, filter=f
+            vector_task = asyncio.ensure_future(
+                vector_channel(
+                    self.stack, namespace_id, qvec, limit=pool, min_similarity=min_similarity, filter=f
+                )
             )
+            calls["vector"] = vector_task
         if "graph" in names:
             calls["graph"] = graph_channel(
                 self.stack,
@@ -190,6 +201,8 @@ class RecallPipeline:
                 limit=pool,
                 filter=f,
                 temporal_sort=u.wants_recency,
+                entry_hits=nearest,
+                passages=_shielded(vector_task) if vector_task is not None and min_similarity <= 0 else None,
             )
         if "keyword" in names:
             calls["keyword"] = keyword_channel(self.stack, namespace_id, query, limit=pool, filter=f)
@@ -336,6 +349,11 @@ class RecallPipeline:
             documents=list(built.documents.values()),
             engine_info=engine_info,
         )
+
+
+async def _shielded(task: asyncio.Task[ChannelResult]) -> ChannelResult:
+    """Await a shared channel task without cancelling it for its other waiter."""
+    return await asyncio.shield(task)
 
 
 def _parse_filter(obj: Any) -> RecallFilter | None:

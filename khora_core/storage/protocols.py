@@ -110,6 +110,13 @@ class VectorIndex(Protocol):
         """Stored embeddings of the given chunks of the namespace (unknown ids are absent)."""
         ...
 
+    async def similarities(
+        self, namespace_id: str, vector: Sequence[float], chunk_ids: Sequence[str]
+    ) -> dict[str, float]:
+        """Raw cosine of ``vector`` with each given chunk of the namespace (unknown ids are
+        absent); computed where the vectors live, so no embedding travels."""
+        ...
+
 
 @runtime_checkable
 class KeywordIndex(Protocol):
@@ -139,6 +146,24 @@ class GraphStore(Protocol):
     async def search_entities_by_vector(
         self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
     ) -> list[EntityHit]: ...
+    async def search_entities_by_vectors(
+        self,
+        namespace_id: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        limit: int,
+        min_similarity: float = 0.0,
+    ) -> list[list[EntityHit]]:
+        """``search_entities_by_vector`` for several vectors in one call, one list per vector."""
+        ...
+
+    async def chunk_mentions(
+        self, namespace_id: str, entity_ids: Sequence[str], *, per_entity: int
+    ) -> dict[str, dict[str, int]]:
+        """For each entity, its ``per_entity`` most-mentioning chunks: ``{entity id: {chunk id:
+        mention count}}`` (most mentions first, then chunk id); entities with none are absent."""
+        ...
+
     async def neighbourhood(
         self,
         namespace_id: str,
@@ -147,7 +172,13 @@ class GraphStore(Protocol):
         depth: int,
         max_fanout: int = 50,
         relationship_types: Sequence[str] | None = None,
-    ) -> Neighbourhood: ...
+        max_entities: int | None = None,
+    ) -> Neighbourhood:
+        """Entities within ``depth`` hops of the seeds; with ``max_entities``, the walk stops
+        once that many entities beyond the seeds are reached (nearest hops first, heaviest
+        edges first within a hop)."""
+        ...
+
     async def chunks_for_entities(
         self,
         namespace_id: str,

@@ -170,3 +170,48 @@ async def test_entity_reads(kb: Khora, namespace: str) -> None:
     page1 = await kb.list_entities(namespace_id=namespace, limit=2)
     page2 = await kb.list_entities(namespace_id=namespace, offset=2, limit=2)
     assert len(page1) == 2 and not {e.id for e in page1} & {e.id for e in page2}
+
+
+async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora, namespace: str) -> None:
+    """The read-path batch methods return what their one-at-a-time counterparts do, and
+    nothing from another namespace."""
+    await _load(kb, namespace)
+    stack = kb._stack
+    entities = await stack.graph.list_entities(namespace, limit=50)
+    assert len(entities) >= 3
+    ids = [e.id for e in entities]
+
+    mentions = await stack.graph.chunk_mentions(namespace, ids, per_entity=2)
+    for eid in ids:
+        page = await stack.graph.chunks_for_entities(namespace, [eid], limit=100)
+        expected = sorted(((h.chunk.id, int(h.score)) for h in page.hits), key=lambda p: (-p[1], p[0]))[:2]
+        assert sorted(mentions.get(eid, {}).items(), key=lambda p: (-p[1], p[0])) == expected, eid
+
+    vectors = [e.embedding for e in await stack.graph.get_entities(namespace, ids[:3]) if e.embedding]
+    assert vectors
+    batched = await stack.graph.search_entities_by_vectors(namespace, vectors, limit=4)
+    assert len(batched) == len(vectors)
+    for vector, hits in zip(vectors, batched, strict=True):
+        single = await stack.graph.search_entities_by_vector(namespace, vector, limit=4)
+        assert [h.entity.id for h in hits] == [h.entity.id for h in single]
+        assert [round(h.score, 5) for h in hits] == [round(h.score, 5) for h in single]
+
+    query = (await stack.graph.get_entities(namespace, ids[:1]))[0].embedding
+    chunk_ids = [cid for m in mentions.values() for cid in m]
+    stored = await stack.vectors.embeddings(namespace, chunk_ids)
+    cosines = await stack.vectors.similarities(namespace, query, [*chunk_ids, "no-such-chunk"])
+    assert set(cosines) == set(stored)
+    for cid, vec in stored.items():
+        dot = sum(a * b for a, b in zip(vec, query, strict=True))
+        norm = (sum(a * a for a in vec) * sum(b * b for b in query)) ** 0.5
+        assert cosines[cid] == pytest.approx(dot / norm, abs=1e-4)
+
+    other = await kb.create_namespace("other", namespace_id=f"other-{uuid.uuid4().hex[:8]}")
+    try:
+        assert await stack.graph.chunk_mentions(other.namespace_id, ids, per_entity=5) == {}
+        assert await stack.vectors.similarities(other.namespace_id, query, chunk_ids) == {}
+        assert await stack.graph.search_entities_by_vectors(other.namespace_id, vectors, limit=4) == [
+            [] for _ in vectors
+        ]
+    finally:
+        await kb.delete_namespace(other.namespace_id)

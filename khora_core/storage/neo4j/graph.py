@@ -9,6 +9,7 @@ embeddings; listings and traversals leave ``Entity.embedding`` as ``None`` to st
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,6 +70,14 @@ WHERE e.id IN $ids
 RETURN e.id AS id, collect(DISTINCT c.document_id) AS documents
 """
 
+_CHUNK_MENTIONS = """
+UNWIND $ids AS eid
+MATCH (e:Entity {namespace_id: $ns, id: eid})-[m:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
+WITH eid, c.id AS cid, m.count AS n ORDER BY n DESC, cid
+WITH eid, collect([cid, n])[..$per] AS top
+RETURN eid, top
+"""
+
 _TIME_NODES = """
 MATCH (c:Chunk {namespace_id: $ns, id: $id})-[:AT_TIME]->(t:TimeNode {namespace_id: $ns})
 USING INDEX c:Chunk(namespace_id, id)
@@ -120,6 +129,11 @@ class Neo4jGraphStore:
         self._driver = driver
         self._database = database
         self._dim = int(embedding_dim)
+        # One write_batch at a time per store: concurrent batches that share entities
+        # deadlocked on Neo4j's node and relationship-group locks even with sorted rows
+        # (each deadlock costs a retry after a ~1 s back-off), and one server gains
+        # little from parallel writes anyway. Made per event loop (a lock belongs to one).
+        self._write_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -153,11 +167,17 @@ class Neo4jGraphStore:
     async def write_batch(self, namespace_id: str, batch: WriteBatch) -> None:
         """Land the graph part of ``batch`` in one transaction (replaced documents removed first).
 
+        Calls on one store run one at a time (see ``__init__``).
+
         Raises:
             InvalidInputError: a mention or relationship names an unknown entity or chunk,
                 or an embedding has the wrong dimension; nothing was written.
         """
-        await self._write(write.write_batch_tx, namespace_id, batch, self._dim)
+        loop = asyncio.get_running_loop()
+        if self._write_lock is None or self._write_lock[0] is not loop:
+            self._write_lock = (loop, asyncio.Lock())
+        async with self._write_lock[1]:
+            await self._write(write.write_batch_tx, namespace_id, batch, self._dim)
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
         """Remove a document's chunks, links, relationships, orphaned entities and empty
@@ -236,6 +256,24 @@ class Neo4jGraphStore:
             entity_vector_search_tx, namespace_id, vector, limit, min_similarity, self._dim
         )
 
+    async def search_entities_by_vectors(
+        self,
+        namespace_id: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        limit: int,
+        min_similarity: float = 0.0,
+    ) -> list[list[EntityHit]]:
+        """``search_entities_by_vector`` for several vectors, in one read transaction."""
+
+        async def work(tx: neo4j.AsyncManagedTransaction) -> list[list[EntityHit]]:
+            return [
+                await entity_vector_search_tx(tx, namespace_id, v, limit, min_similarity, self._dim)
+                for v in vectors
+            ]
+
+        return await self._read(work) if vectors else []
+
     # -- traversal ---------------------------------------------------------------------------
 
     async def neighbourhood(
@@ -246,15 +284,17 @@ class Neo4jGraphStore:
         depth: int,
         max_fanout: int = 50,
         relationship_types: Sequence[str] | None = None,
+        max_entities: int | None = None,
     ) -> Neighbourhood:
         """Entities within ``depth`` (at most 4) ``RELATES`` hops of the seeds, either direction.
 
         From each entity at most ``max_fanout`` edges are followed, heaviest first;
-        relationship types match exactly.
+        relationship types match exactly; with ``max_entities``, the walk stops once that
+        many entities beyond the seeds are reached.
         """
         types = list(relationship_types) if relationship_types is not None else None
         seeds = list(dict.fromkeys(entity_ids))
-        return await self._read(neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types)
+        return await self._read(neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types, max_entities)
 
     async def chunks_for_entities(
         self,
@@ -271,6 +311,16 @@ class Neo4jGraphStore:
         memory."""
         ids = list(dict.fromkeys(entity_ids))
         return await self._read(chunks_for_entities_tx, namespace_id, ids, limit, filter, temporal_sort)
+
+    async def chunk_mentions(
+        self, namespace_id: str, entity_ids: Sequence[str], *, per_entity: int
+    ) -> dict[str, dict[str, int]]:
+        """For each entity, its ``per_entity`` most-mentioning chunks ``{chunk id: count}``."""
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids or per_entity <= 0:
+            return {}
+        rows = await self._fetch(_CHUNK_MENTIONS, ns=namespace_id, ids=ids, per=int(per_entity))
+        return {r["eid"]: {cid: int(n) for cid, n in r["top"]} for r in rows if r["top"]}
 
     async def entities_for_chunks(
         self, namespace_id: str, chunk_ids: Sequence[str]

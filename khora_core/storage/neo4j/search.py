@@ -47,8 +47,9 @@ MATCH (a:Entity {namespace_id: $ns, id: fid})-[r:RELATES]-(b:Entity {namespace_i
 WHERE $types IS NULL OR r.type IN $types
 WITH a, r, b ORDER BY r.weight DESC, r.id
 WITH a, collect([r, b.id])[..$fanout] AS picked
-UNWIND picked AS p
-WITH p[0] AS r, p[1] AS other_id
+UNWIND range(0, size(picked) - 1) AS i
+WITH i, picked[i][0] AS r, picked[i][1] AS other_id
+ORDER BY i, r.weight DESC, r.id
 RETURN properties(r) AS r, startNode(r).id AS source_id, endNode(r).id AS target_id, other_id
 """
 
@@ -98,22 +99,30 @@ async def neighbourhood_tx(
     depth: int,
     max_fanout: int,
     types: list[str] | None,
+    max_entities: int | None = None,
 ) -> Neighbourhood:
-    """Breadth-first, one query per hop, so the fan-out cap applies at every hop."""
+    """Breadth-first, one query per hop, so the fan-out cap applies at every hop. Within a
+    hop, each frontier entity's heaviest edge comes first, then each one's second, so a
+    ``max_entities`` cap shares the budget among the frontier."""
     rows = await _data(tx, _ENTITIES_BY_ID, ns=ns, ids=seeds) if seeds else []
     distance: dict[str, int] = {r["e"]["id"]: 0 for r in rows}
+    limit = (
+        MAX_NEIGHBOURHOOD if max_entities is None else min(MAX_NEIGHBOURHOOD, len(distance) + max_entities)
+    )
     walked: dict[str, Relationship] = {}
     frontier = list(distance)
     for hop in range(1, min(max(0, depth), MAX_DEPTH) + 1):
-        if not frontier or len(distance) >= MAX_NEIGHBOURHOOD or max_fanout <= 0:
+        if not frontier or len(distance) >= limit or max_fanout <= 0:
             break
         nxt: list[str] = []
         for row in await _data(tx, _HOP, ns=ns, frontier=frontier, fanout=max_fanout, types=types):
-            rel = relationship_from_props(row["r"], row["source_id"], row["target_id"])
-            walked.setdefault(rel.id, rel)
             if row["other_id"] not in distance:
+                if len(distance) >= limit:
+                    continue
                 distance[row["other_id"]] = hop
                 nxt.append(row["other_id"])
+            rel = relationship_from_props(row["r"], row["source_id"], row["target_id"])
+            walked.setdefault(rel.id, rel)
         frontier = nxt
     found = {
         r["e"]["id"]: entity_from_props(r["e"])

@@ -150,6 +150,28 @@ class PostgresVectorIndex:
                     out[row["id"]] = np.asarray(row["embedding"], dtype=np.float32).tolist()
         return out
 
+    async def similarities(
+        self, namespace_id: str, vector: Sequence[float], chunk_ids: Sequence[str]
+    ) -> dict[str, float]:
+        """Raw cosine of ``vector`` with each stored chunk in ``chunk_ids``, computed in SQL."""
+        q = np.asarray(vector, dtype=np.float32)
+        if q.ndim != 1 or q.shape[0] != self._pool.dim:
+            raise InvalidInputError(
+                f"query vector has {q.shape[-1] if q.ndim else 0} dimensions, the store holds {self._pool.dim}"
+            )
+        ids = list(dict.fromkeys(chunk_ids))
+        out: dict[str, float] = {}
+        for start in range(0, len(ids), 1000):
+            rows = await self._pool.fetch(
+                "SELECT id, 1 - (embedding <=> $2) AS cosine FROM khora_chunks "
+                "WHERE namespace_id = $1 AND id = ANY($3::text[]) AND embedding IS NOT NULL",
+                namespace_id,
+                q,
+                ids[start : start + 1000],
+            )
+            out.update((row["id"], float(row["cosine"])) for row in rows)
+        return out
+
     async def _query(
         self,
         conn: asyncpg.Connection,

@@ -84,12 +84,14 @@ class SqliteGraphStore:
     async def find_entities_by_name(self, namespace_id: str, names: Sequence[str]) -> list[Entity]:
         """Exact, case-insensitive matches on name or alias."""
         keys = json_ids(sorted({fold(n) for n in names if n and n.strip()}))
+        # Two index lookups joined by UNION: an OR across the two tables scans every entity.
         sql = (
-            f"SELECT {ENTITY_SELECT}, e.embedding FROM entities e WHERE e.namespace_id = ? AND "
-            f"(e.name_lower IN {IN_JSON} OR e.id IN (SELECT a.entity_id FROM entity_aliases a "
-            f"WHERE a.namespace_id = ? AND a.alias_lower IN {IN_JSON})) ORDER BY e.mention_count DESC, e.id"
+            f"SELECT {ENTITY_SELECT}, e.embedding FROM entities e WHERE e.namespace_id = ? AND e.id IN ("
+            f"SELECT n.id FROM entities n WHERE n.namespace_id = ? AND n.name_lower IN {IN_JSON} UNION "
+            f"SELECT a.entity_id FROM entity_aliases a WHERE a.namespace_id = ? AND a.alias_lower IN {IN_JSON}"
+            ") ORDER BY e.mention_count DESC, e.id"
         )
-        params = (namespace_id, keys, namespace_id, keys)
+        params = (namespace_id, namespace_id, keys, namespace_id, keys)
         return await self._db.read(lambda conn: [entity_from_row(r, r[7]) for r in conn.execute(sql, params)])
 
     async def search_entities_by_vector(
@@ -117,6 +119,41 @@ class SqliteGraphStore:
 
         return await self._db.read_tx(run, what="search entities")
 
+    async def search_entities_by_vectors(
+        self,
+        namespace_id: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        limit: int,
+        min_similarity: float = 0.0,
+    ) -> list[list[EntityHit]]:
+        """``search_entities_by_vector`` for several vectors, in one pass over the matrix."""
+        if not vectors:
+            return []
+        qs = np.stack([query_vector(v, self._dim) for v in vectors])
+
+        def run(conn: sqlite3.Connection) -> list[list[EntityHit]]:
+            empty: list[list[EntityHit]] = [[] for _ in vectors]
+            row = conn.execute(
+                "SELECT graph_version FROM namespaces WHERE namespace_id = ?", (namespace_id,)
+            ).fetchone()
+            if row is None or limit <= 0:
+                return empty
+            ids, matrix = self._vectors.matrix(conn, namespace_id, int(row[0]))
+            if not ids or matrix.shape[1] != qs.shape[1]:
+                return empty
+            scores = np.einsum("ij,kj->ki", matrix, qs)  # one memory pass, no BLAS threads
+            k = min(limit, len(ids))
+            picks: list[list[tuple[str, float]]] = []
+            for s in scores:
+                top = np.argpartition(-s, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+                top = top[np.lexsort((top, -s[top]))]
+                picks.append([(ids[i], float(s[i])) for i in top if s[i] >= min_similarity])
+            found = fetch_entities(conn, namespace_id, {i for p in picks for i, _ in p}, embeddings=True)
+            return [[EntityHit(entity=found[i], score=s) for i, s in p if i in found] for p in picks]
+
+        return await self._db.read_tx(run, what="search entities")
+
     # -- traversal ---------------------------------------------------------------------------
 
     async def neighbourhood(
@@ -127,16 +164,19 @@ class SqliteGraphStore:
         depth: int,
         max_fanout: int = 50,
         relationship_types: Sequence[str] | None = None,
+        max_entities: int | None = None,
     ) -> Neighbourhood:
         """Entities within ``depth`` hops of the seeds (either edge direction).
 
         From each entity at most ``max_fanout`` edges are followed, heaviest first; the walk
-        stops early past ``MAX_NEIGHBOURHOOD`` entities. Relationship types match exactly.
+        stops early past ``MAX_NEIGHBOURHOOD`` entities, or once ``max_entities`` beyond the
+        seeds are reached. Relationship types match exactly.
         """
         types = list(relationship_types) if relationship_types is not None else None
         seeds = list(dict.fromkeys(entity_ids))
+        cap = MAX_NEIGHBOURHOOD if max_entities is None else max(0, int(max_entities))
         return await self._db.read_tx(
-            self._walk, namespace_id, seeds, depth, max_fanout, types, what="walk the graph"
+            self._walk, namespace_id, seeds, depth, max_fanout, types, cap, what="walk the graph"
         )
 
     @staticmethod
@@ -147,32 +187,51 @@ class SqliteGraphStore:
         depth: int,
         max_fanout: int,
         types: list[str] | None,
+        cap: int = MAX_NEIGHBOURHOOD,
     ) -> Neighbourhood:
         distance = {e: 0 for e in fetch_entities(conn, namespace_id, seeds)}
+        limit = min(MAX_NEIGHBOURHOOD, len(distance) + cap)
         type_clause = f" AND r.type IN {IN_JSON}" if types is not None else ""
-        sql = (
-            "WITH f(id) AS (SELECT value FROM json_each(?)), e AS ("
-            f"SELECT f.id AS from_id, r.target_id AS other_id, {RELATIONSHIP_SELECT} FROM f JOIN relationships r "
-            f"ON r.namespace_id = ? AND r.source_id = f.id{type_clause} UNION ALL "
-            f"SELECT f.id, r.source_id, {RELATIONSHIP_SELECT} FROM f JOIN relationships r "
-            f"ON r.namespace_id = ? AND r.target_id = f.id{type_clause}), "
-            "ranked AS (SELECT e.*, ROW_NUMBER() OVER (PARTITION BY from_id ORDER BY weight DESC, id) AS rn FROM e) "
-            "SELECT id, namespace_id, source_id, target_id, type, description, weight, document_id, chunk_id, "
-            "other_id FROM ranked WHERE rn <= ?"
-        )
+        # Each side reads only its ``max_fanout`` heaviest edges, in index order
+        # (``ix_rel_source_w`` / ``ix_rel_target_w``); the two sides merge in Python.
+        sides = [
+            (
+                f"SELECT {RELATIONSHIP_SELECT}, r.{other} FROM relationships r WHERE r.namespace_id = ? "
+                f"AND r.{own} = ?{type_clause} ORDER BY r.weight DESC, r.id LIMIT ?"
+            )
+            for own, other in (("source_id", "target_id"), ("target_id", "source_id"))
+        ]
+        type_params: list[Any] = [json_ids(types)] if types is not None else []
+        fanout = max(0, max_fanout)
         walked: dict[str, Relationship] = {}
         frontier = list(distance)
         for hop in range(1, max(0, depth) + 1):
-            if not frontier or len(distance) >= MAX_NEIGHBOURHOOD:
+            if not frontier or len(distance) >= limit or fanout == 0:
                 break
-            side: list[Any] = [namespace_id] + ([json_ids(types)] if types is not None else [])
-            params = [json_ids(frontier), *side, *side, max(0, max_fanout)]
+            picked: list[list[Any]] = []
+            for fid in frontier:
+                rows = [
+                    row
+                    for sql in sides
+                    for row in conn.execute(sql, [namespace_id, fid, *type_params, fanout])
+                ]
+                rows.sort(key=lambda row: (-row[6], row[0]))  # weight DESC, id
+                picked.append(rows[:fanout])
             nxt: list[str] = []
-            for row in conn.execute(sql, params):
-                walked.setdefault(row[0], relationship_from_row(row))
-                if row[9] not in distance:
-                    distance[row[9]] = hop
-                    nxt.append(row[9])
+            # Round-robin over the frontier (each one's heaviest edge, then each one's second,
+            # ...) so a ``max_entities`` cap shares the budget.
+            for rank in range(fanout):
+                for rows in picked:
+                    if rank >= len(rows):
+                        continue
+                    row = rows[rank]
+                    other = row[9]
+                    if other not in distance:
+                        if len(distance) >= limit:
+                            continue
+                        distance[other] = hop
+                        nxt.append(other)
+                    walked.setdefault(row[0], relationship_from_row(row))
             frontier = nxt
         entities = fetch_entities(conn, namespace_id, distance)
         return Neighbourhood(
@@ -241,6 +300,29 @@ class SqliteGraphStore:
             if len(rows) < size:
                 return hits
             offset, size = offset + size, size * 4
+
+    async def chunk_mentions(
+        self, namespace_id: str, entity_ids: Sequence[str], *, per_entity: int
+    ) -> dict[str, dict[str, int]]:
+        """For each entity, its ``per_entity`` most-mentioning chunks ``{chunk id: count}``."""
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids or per_entity <= 0:
+            return {}
+        # One index-ordered read per entity (``ix_mentions_top``): only its top rows are read.
+        sql = (
+            "SELECT chunk_id, count FROM mentions WHERE namespace_id = ? AND entity_id = ? "
+            "ORDER BY count DESC, chunk_id LIMIT ?"
+        )
+
+        def run(conn: sqlite3.Connection) -> dict[str, dict[str, int]]:
+            out: dict[str, dict[str, int]] = {}
+            for eid in ids:
+                rows = conn.execute(sql, (namespace_id, eid, int(per_entity))).fetchall()
+                if rows:
+                    out[eid] = {cid: int(n) for cid, n in rows}
+            return out
+
+        return await self._db.read(run)
 
     async def entities_for_chunks(
         self, namespace_id: str, chunk_ids: Sequence[str]

@@ -90,14 +90,17 @@ CREATE TABLE IF NOT EXISTS mentions (
     document_id TEXT NOT NULL, count INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (namespace_id, entity_id, chunk_id));
 CREATE INDEX IF NOT EXISTS ix_mentions_chunk ON mentions (namespace_id, chunk_id);
+CREATE INDEX IF NOT EXISTS ix_mentions_top ON mentions (namespace_id, entity_id, count DESC, chunk_id);
 CREATE INDEX IF NOT EXISTS ix_mentions_document ON mentions (namespace_id, document_id);
 CREATE TABLE IF NOT EXISTS relationships (
     namespace_id TEXT NOT NULL, id TEXT NOT NULL, source_id TEXT NOT NULL, target_id TEXT NOT NULL,
     type TEXT NOT NULL, description TEXT, weight REAL NOT NULL DEFAULT 1.0,
     document_id TEXT NOT NULL, chunk_id TEXT,
     PRIMARY KEY (namespace_id, id));
-CREATE INDEX IF NOT EXISTS ix_rel_source ON relationships (namespace_id, source_id);
-CREATE INDEX IF NOT EXISTS ix_rel_target ON relationships (namespace_id, target_id);
+DROP INDEX IF EXISTS ix_rel_source;
+DROP INDEX IF EXISTS ix_rel_target;
+CREATE INDEX IF NOT EXISTS ix_rel_source_w ON relationships (namespace_id, source_id, weight DESC, id);
+CREATE INDEX IF NOT EXISTS ix_rel_target_w ON relationships (namespace_id, target_id, weight DESC, id);
 CREATE INDEX IF NOT EXISTS ix_rel_document ON relationships (namespace_id, document_id);
 CREATE TABLE IF NOT EXISTS time_nodes (
     namespace_id TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (namespace_id, key));

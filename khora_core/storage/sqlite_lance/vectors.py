@@ -290,6 +290,27 @@ class SqliteLanceVectorIndex:
         ids = list(dict.fromkeys(chunk_ids))
         return await self._db.read_tx(self._embeddings, namespace_id, ids, what="read embeddings")
 
+    async def similarities(
+        self, namespace_id: str, vector: Sequence[float], chunk_ids: Sequence[str]
+    ) -> dict[str, float]:
+        """Raw cosine of ``vector`` with each stored chunk in ``chunk_ids`` (unknown ids absent)."""
+        q = query_vector(vector, self._dim)
+        ids = list(dict.fromkeys(chunk_ids))
+
+        def run(conn: sqlite3.Connection) -> dict[str, float]:
+            version = _vector_version(conn, namespace_id)
+            if version is None or not ids:
+                return {}
+            snap = self._cache.snapshot(namespace_id, version)
+            rows = [(cid, snap.row_of.get(cid)) for cid in ids]
+            rows = [(cid, r) for cid, r in rows if r is not None and r < snap.n and snap.alive[r]]
+            if not rows:
+                return {}
+            scores = dot_rows(snap.matrix[[r for _, r in rows]], q)
+            return {cid: float(v) for (cid, _), v in zip(rows, scores, strict=True)}
+
+        return await self._db.read_tx(run, what="score chunks")
+
     def _embeddings(
         self, conn: sqlite3.Connection, namespace_id: str, ids: list[str]
     ) -> dict[str, list[float]]:
