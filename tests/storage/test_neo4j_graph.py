@@ -424,7 +424,9 @@ async def test_filter_pushdown_and_recheck(store: Neo4jGraphStore, graph_namespa
     assert [h.chunk.id for h in page.hits] == ["d1-c0"]
 
 
-async def test_upsert_graph_and_delete_entities(store: Neo4jGraphStore, graph_namespace: str) -> None:
+async def test_upsert_graph_and_delete_entities(
+    store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
+) -> None:
     ns = graph_namespace
     a = Entity(id="a", namespace_id=ns, name="A", aliases=["alpha"])
     b = Entity(id="b", namespace_id=ns, name="B")
@@ -443,6 +445,11 @@ async def test_upsert_graph_and_delete_entities(store: Neo4jGraphStore, graph_na
     assert [e.id for e in await store.find_entities_by_name(ns, ["ALPHA", "b"])] == ["a", "b"]
     assert await store.delete_entities(ns, ["a", "nope"]) == 1
     assert await store.count_relationships(ns) == 0 and await store.count_entities(ns) == 1
+    assert await store.find_entities_by_name(ns, ["alpha"]) == []
+    records, _, _ = await neo4j_driver.execute_query(
+        "MATCH (a:EntityAlias {namespace_id: $ns}) RETURN count(a) AS n", {"ns": ns}
+    )
+    assert records[0]["n"] == 0  # the alias node went with its entity
 
 
 async def test_schema_is_idempotent_and_checks_dimension(store: Neo4jGraphStore, neo4j_driver: Any) -> None:

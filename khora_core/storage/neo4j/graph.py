@@ -47,7 +47,9 @@ RETURN e {ENTITY_FIELDS} AS e
 _FIND_BY_NAME = """
 MATCH (e:Entity {namespace_id: $ns}) WHERE e.name_lower IN $keys RETURN properties(e) AS e
 UNION
-MATCH (e:Entity {namespace_id: $ns}) WHERE any(a IN e.aliases_lower WHERE a IN $keys) RETURN properties(e) AS e
+MATCH (a:EntityAlias {namespace_id: $ns}) WHERE a.key IN $keys
+MATCH (a)-[:ALIAS_OF]->(e:Entity {namespace_id: $ns})
+RETURN properties(e) AS e
 """
 
 _ENTITIES_FOR_CHUNKS = f"""
@@ -106,7 +108,7 @@ _COUNT_RELATIONSHIPS = (
 )
 
 #: Labels a namespace owns, deleted in slices so one namespace never needs one huge transaction.
-_NAMESPACE_LABELS = ("Chunk", "Entity", "TimeNode")
+_NAMESPACE_LABELS = ("Chunk", "Entity", "EntityAlias", "TimeNode")
 _DELETE_SLICE = 5000
 
 

@@ -44,7 +44,22 @@ _STATEMENTS = (
     # Temporal sort and date filters on chunks; exact name lookups on entities.
     "CREATE INDEX khora_chunk_occurred_at IF NOT EXISTS FOR (c:Chunk) ON (c.occurred_at)",
     "CREATE INDEX khora_entity_name_lower IF NOT EXISTS FOR (e:Entity) ON (e.name_lower)",
+    # Aliases: one (:EntityAlias)-[:ALIAS_OF]->(:Entity) per lower-cased alias, because a
+    # list property (Entity.aliases_lower) cannot be indexed for membership.
+    "CREATE CONSTRAINT khora_alias_ns_key_entity IF NOT EXISTS "
+    "FOR (a:EntityAlias) REQUIRE (a.namespace_id, a.key, a.entity_id) IS UNIQUE",
+    "CREATE INDEX khora_alias_ns_key IF NOT EXISTS FOR (a:EntityAlias) ON (a.namespace_id, a.key)",
 )
+
+# Aliases stored before alias nodes existed get theirs, a slice at a time (idempotent).
+_BACKFILL_ALIASES = """
+MATCH (e:Entity) WHERE size(coalesce(e.aliases_lower, [])) > 0 AND NOT ()-[:ALIAS_OF]->(e)
+WITH e LIMIT 5000
+FOREACH (k IN e.aliases_lower |
+  MERGE (a:EntityAlias {namespace_id: e.namespace_id, key: k, entity_id: e.id})
+  MERGE (a)-[:ALIAS_OF]->(e))
+RETURN count(e) AS n
+"""
 
 
 def schema_statements(embedding_dim: int) -> list[str]:
@@ -86,3 +101,7 @@ async def ensure_schema(driver: neo4j.AsyncDriver, *, database: str, embedding_d
                 setting="KHORA_EMBEDDING_MODEL",
             )
     await driver.execute_query("CALL db.awaitIndexes(300)", database_=database)
+    while True:
+        records, _, _ = await driver.execute_query(_BACKFILL_ALIASES, database_=database)
+        if not records or not records[0]["n"]:
+            break

@@ -71,19 +71,26 @@ _BY_MENTIONS = "total DESC, c.document_id, c.index, c.id"
 # DESC puts nulls first in Cypher: undated chunks are sent to the back explicitly.
 _BY_TIME = "c.occurred_at IS NULL, c.occurred_at DESC, " + _BY_MENTIONS
 
+# Candidates and their exact cosine, scored in the server (``vector.similarity.cosine`` is
+# (1 + cos) / 2 over the stored floats); no embedding travels back for the candidates.
 _VECTOR_QUERY = """
-CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
-WITH node, score ORDER BY score DESC
-WITH count(*) AS seen,
-     collect(CASE WHEN node.namespace_id = $ns THEN {e: properties(node), score: score} END) AS hits
-RETURN seen, hits[..$keep] AS hits
+CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node
+WITH collect(node) AS nodes
+RETURN size(nodes) AS seen,
+       [n IN nodes WHERE n.namespace_id = $ns | [n.id, vector.similarity.cosine(n.embedding, $vector)]] AS hits
 """
 
 _VECTOR_EXACT = """
 MATCH (e:Entity {namespace_id: $ns}) WHERE e.embedding IS NOT NULL
-WITH e, vector.similarity.cosine(e.embedding, $vector) AS score
-ORDER BY score DESC, e.id LIMIT $keep
-RETURN properties(e) AS e, score
+WITH e, vector.similarity.cosine(e.embedding, $vector) AS s
+ORDER BY s DESC, e.id LIMIT $keep
+RETURN count(e) AS seen, collect([e.id, s]) AS hits
+"""
+
+_ENTITIES_WITH_EMBEDDING = """
+UNWIND $ids AS id
+MATCH (e:Entity {namespace_id: $ns, id: id})
+RETURN properties(e) AS e
 """
 
 
@@ -200,8 +207,9 @@ async def entity_vector_search_tx(
     The index is shared by all namespaces and Neo4j 5 cannot pre-filter it, so ask for
     ``k`` candidates, keep this namespace's, and grow ``k`` until enough are found or the
     index is exhausted; past ``_MAX_VECTOR_K`` an exact scan of the namespace is cheaper.
-    The index scores (``(1 + cos) / 2``, and approximate: the index may quantise vectors)
-    only pick candidates; the returned score is the exact raw cosine, recomputed here.
+    The index's own scores are approximate (it may quantise vectors) and only pick
+    candidates; the returned score is the exact raw cosine of the stored floats, computed
+    by the server, and only the returned entities' properties (with embeddings) travel.
     """
     query = np.asarray([float(x) for x in vector], dtype=np.float64)
     if query.shape[0] != dim:
@@ -211,7 +219,7 @@ async def entity_vector_search_tx(
     norm = float(np.linalg.norm(query))
     if limit <= 0 or norm == 0.0 or not math.isfinite(norm):
         return []
-    keep = limit * 4  # rescored exactly below: the index's own scores are approximate
+    keep = limit * 4
     k = max(keep, 50)
     params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns, "keep": keep}
     while True:
@@ -220,18 +228,20 @@ async def entity_vector_search_tx(
         if len(hits) >= limit or seen < k:
             break
         if k >= _MAX_VECTOR_K:
-            hits = await _data(tx, _VECTOR_EXACT, **params)
+            rows = await _data(tx, _VECTOR_EXACT, **params)
+            hits = rows[0]["hits"] if rows else []
             break
         k *= 4
-    scored: list[tuple[float, str, dict[str, Any]]] = []
-    for hit in hits:
-        emb = np.asarray(hit["e"]["embedding"], dtype=np.float64)
-        denom = float(np.linalg.norm(emb)) * norm
-        cosine = float(emb @ query) / denom if denom else 0.0
-        if cosine >= min_similarity:
-            scored.append((cosine, hit["e"]["id"], hit["e"]))
-    scored.sort(key=lambda t: (-t[0], t[1]))
+    scored = sorted(
+        ((2.0 * float(s) - 1.0, eid) for eid, s in hits if s is not None), key=lambda t: (-t[0], t[1])
+    )
+    scored = [(cosine, eid) for cosine, eid in scored if cosine >= min_similarity][:limit]
+    if not scored:
+        return []
+    rows = await _data(tx, _ENTITIES_WITH_EMBEDDING, ns=ns, ids=[eid for _, eid in scored])
+    found = {r["e"]["id"]: r["e"] for r in rows}
     return [
-        EntityHit(entity=entity_from_props(props, with_embedding=True), score=cosine)
-        for cosine, _, props in scored[:limit]
+        EntityHit(entity=entity_from_props(found[eid], with_embedding=True), score=cosine)
+        for cosine, eid in scored
+        if eid in found
     ]

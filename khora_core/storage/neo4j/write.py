@@ -7,6 +7,11 @@ the namespace. Merge rules match the embedded store: an entity keeps its stored 
 aliases are united, a new type wins unless it is the default ``CONCEPT``, a new description
 or embedding wins when given, and ``mention_count`` is always the sum of the entity's
 ``MENTIONED_IN`` counts.
+
+Rows are sorted before each ``UNWIND`` (entities by id, mentions by entity then chunk,
+relationships by source, target, id), so concurrent writes that touch the same entities
+lock them in the same order: two transactions taking shared nodes in opposite orders is
+what makes Neo4j report a deadlock (and retry the whole transaction).
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ SET e.name = coalesce(e.name, row.name),
     e.description = coalesce(row.description, e.description),
     e.embedding = coalesce(row.embedding, e.embedding),
     e.mention_count = coalesce(e.mention_count, 0)
+WITH e, fresh
+FOREACH (p IN fresh |
+  MERGE (a:EntityAlias {namespace_id: $ns, key: p[1], entity_id: e.id})
+  MERGE (a)-[:ALIAS_OF]->(e))
 """
 
 _MISSING_ENTITIES = """
@@ -138,7 +147,10 @@ _DELETE_ORPHANS = """
 UNWIND $ids AS id
 MATCH (e:Entity {namespace_id: $ns, id: id})
 WHERE NOT (e)-[:MENTIONED_IN]->() AND NOT (e)-[:RELATES]-()
-DELETE e
+OPTIONAL MATCH (a:EntityAlias)-[:ALIAS_OF]->(e)
+WITH e, collect(a) AS aliases
+FOREACH (x IN aliases | DETACH DELETE x)
+DETACH DELETE e
 RETURN count(*) AS n
 """
 
@@ -152,6 +164,9 @@ DELETE t
 _DELETE_ENTITIES = """
 UNWIND $ids AS id
 MATCH (e:Entity {namespace_id: $ns, id: id})
+OPTIONAL MATCH (a:EntityAlias)-[:ALIAS_OF]->(e)
+WITH e, collect(a) AS aliases
+FOREACH (x IN aliases | DETACH DELETE x)
 DETACH DELETE e
 RETURN count(*) AS n
 """
@@ -182,7 +197,7 @@ async def _require(tx: AsyncManagedTransaction, ns: str, query: str, ids: Iterab
 async def merge_entities_tx(
     tx: AsyncManagedTransaction, ns: str, entities: Sequence[Entity], embedding_dim: int
 ) -> None:
-    rows = [entity_row(e, ns, embedding_dim) for e in entities]
+    rows = sorted((entity_row(e, ns, embedding_dim) for e in entities), key=lambda r: r["id"])
     if rows:
         await _run(tx, _MERGE_ENTITIES, ns=ns, rows=rows)
 
@@ -190,7 +205,10 @@ async def merge_entities_tx(
 async def merge_relationships_tx(
     tx: AsyncManagedTransaction, ns: str, relationships: Sequence[Relationship]
 ) -> None:
-    rows = unique_by_id([relationship_row(r, ns) for r in relationships])
+    rows = sorted(
+        unique_by_id([relationship_row(r, ns) for r in relationships]),
+        key=lambda r: (r["source_id"], r["target_id"], r["id"]),
+    )
     if not rows:
         return
     ends = [r["source_id"] for r in rows] + [r["target_id"] for r in rows]
@@ -218,7 +236,7 @@ def _mention_rows(mentions: Sequence[Mention]) -> list[dict[str, Any]]:
                 "document_id": m.document_id,
                 "count": m.count,
             }
-    return list(rows.values())
+    return [rows[key] for key in sorted(rows)]
 
 
 async def write_batch_tx(tx: AsyncManagedTransaction, ns: str, batch: WriteBatch, embedding_dim: int) -> None:
@@ -232,13 +250,14 @@ async def write_batch_tx(tx: AsyncManagedTransaction, ns: str, batch: WriteBatch
         if old_document != batch.document.id:
             await delete_document_tx(tx, ns, old_document)
 
-    chunk_rows = [chunk_props(c, ns) for c in batch.chunks]
+    chunk_rows = sorted((chunk_props(c, ns) for c in batch.chunks), key=lambda r: r["id"])
     stale_keys: list[str] = []
     if chunk_rows:
         stale_keys = (await _single(tx, _UPSERT_CHUNKS, ns=ns, rows=chunk_rows)).get("old_keys") or []
-    time_rows = [
-        {"id": c.id, "day": day_key(c.occurred_at)} for c in batch.chunks if c.occurred_at is not None
-    ]
+    time_rows = sorted(
+        ({"id": c.id, "day": day_key(c.occurred_at)} for c in batch.chunks if c.occurred_at is not None),
+        key=lambda r: (r["day"], r["id"]),
+    )
     if time_rows:
         await _run(tx, _LINK_TIME, ns=ns, rows=time_rows)
     if stale_keys:  # a rewritten chunk moved to another day
