@@ -157,6 +157,10 @@ class VectorCypherConfig(BaseModel):
     # Skeleton indexing (KET-RAG): fraction of chunks sent to full extraction.
     skeleton_core_ratio: float = Field(default=0.50, ge=0.0, le=1.0)
     skeleton_similarity_threshold: float = 0.5
+    #: Where the core is chosen: among each document's chunks (``"document"``), or among
+    #: all chunks of one ``remember_batch`` call (``"batch"``, the spec's "top 50% of
+    #: chunks"; one-chunk passages then compete, and the rest get keyword links only).
+    skeleton_scope: Literal["document", "batch"] = "document"
     # Graph traversal
     graph_default_depth: int = 2
     graph_max_depth: int = 4

@@ -9,8 +9,16 @@
   counts at least once there even if its name is not found verbatim.
 * Relationships: deterministic ids (uuid5 of namespace, source, type, target, document),
   so the same fact stated twice in one document is one edge with ``weight`` = times seen.
-* Entity names are embedded in one batch (for the entity vector channel) and the same
-  vectors feed the resolver's embedding check.
+* Entity names get vectors from a batch-scoped :class:`~khora_core.ingest.names.NameVectors`
+  (each name embedded at most once per ``remember_batch``; stored entities' embeddings
+  reused); the surface vectors also feed the resolver's embedding check. ``DATE`` entities
+  get no vector: the resolver never compares dates by similarity, and recall links dates
+  by name (the entity vector channel has no use for "March 2024").
+
+The work is split so that a caller can embed the names of many documents in one call:
+:func:`surface_names` (what the resolver needs), :func:`assemble_graph` (sync: resolve,
+link, assemble; entities without their vector), :func:`names_to_embed` and
+:func:`attach_embeddings`. :func:`build_graph` runs the four for one document.
 """
 
 from __future__ import annotations
@@ -20,13 +28,21 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from khora_core.embedding.base import Embedder
 from khora_core.ingest.extract_base import ChunkExtraction
 from khora_core.ingest.keywords import KeywordMatcher
+from khora_core.ingest.names import NameVectors
 from khora_core.ingest.resolve import KHORA_ENTITY_NAMESPACE, EntityResolver, ResolvedEntity, normalise_name
 from khora_core.models import Entity, Mention, Relationship
 
-__all__ = ["GraphParts", "build_graph", "relationship_id"]
+__all__ = [
+    "GraphParts",
+    "assemble_graph",
+    "attach_embeddings",
+    "build_graph",
+    "names_to_embed",
+    "relationship_id",
+    "surface_names",
+]
 
 
 def relationship_id(
@@ -46,6 +62,28 @@ class GraphParts:
     relationships: list[Relationship] = field(default_factory=list)
 
 
+def surface_names(extractions: Mapping[str, ChunkExtraction]) -> list[str]:
+    """The extracted names the resolver wants vectors for: all but those only ever typed ``DATE``."""
+    kinds: dict[str, set[str]] = {}
+    for ex in extractions.values():
+        if not ex.failed:
+            for m in ex.entities:
+                kinds.setdefault(m.name, set()).add(m.type)
+    return [name for name, types in kinds.items() if types != {"DATE"}]
+
+
+def names_to_embed(parts: GraphParts) -> list[str]:
+    """Names of the entities in ``parts`` that still need a vector (never ``DATE`` ones)."""
+    return list(dict.fromkeys(e.name for e in parts.entities if e.embedding is None and e.type != "DATE"))
+
+
+def attach_embeddings(parts: GraphParts, names: NameVectors) -> None:
+    """Give every entity without a vector its name's vector from ``names`` (when held)."""
+    for ent in parts.entities:
+        if ent.embedding is None and ent.type != "DATE":
+            ent.embedding = names.as_list(ent.name)
+
+
 async def build_graph(
     *,
     namespace_id: str,
@@ -55,9 +93,9 @@ async def build_graph(
     extractions: Mapping[str, ChunkExtraction],
     existing: Sequence[Entity],
     resolver: EntityResolver,
-    embedder: Embedder,
+    names: NameVectors,
 ) -> GraphParts:
-    """Resolve, link and assemble (see the module docstring).
+    """Resolve, link and assemble one document, embedding the names it needs.
 
     Args:
         namespace_id: the namespace written to.
@@ -67,13 +105,51 @@ async def build_graph(
         extractions: extraction results of the core chunks, by chunk id.
         existing: stored entities whose name or alias matched a candidate name.
         resolver: merges mentions into entities.
-        embedder: embeds entity names.
+        names: the name-vector cache (embeds what it does not hold).
+
+    Raises:
+        KhoraError: the embedder failed.
+    """
+    names.seed(existing)
+    surface = surface_names(extractions)
+    await names.ensure(surface)
+    parts = assemble_graph(
+        namespace_id=namespace_id,
+        document_id=document_id,
+        chunk_ids=chunk_ids,
+        chunk_texts=chunk_texts,
+        extractions=extractions,
+        existing=existing,
+        resolver=resolver,
+        vectors=names.mapping(surface),
+    )
+    await names.ensure(names_to_embed(parts))
+    attach_embeddings(parts, names)
+    return parts
+
+
+def assemble_graph(
+    *,
+    namespace_id: str,
+    document_id: str,
+    chunk_ids: Sequence[str],
+    chunk_texts: Sequence[str],
+    extractions: Mapping[str, ChunkExtraction],
+    existing: Sequence[Entity],
+    resolver: EntityResolver,
+    vectors: Mapping[str, Sequence[float]],
+) -> GraphParts:
+    """Resolve, link and assemble (see the module docstring); no I/O.
+
+    Entities come back without a vector unless a stored entity already had one; see
+    :func:`names_to_embed` and :func:`attach_embeddings`.
+
+    Args:
+        vectors: name vectors of the surface names (:func:`surface_names`), for the
+            resolver's embedding check.
+        (others: see :func:`build_graph`)
     """
     mentions = [e for ex in extractions.values() if not ex.failed for e in ex.entities]
-    surface = list(dict.fromkeys(m.name for m in mentions))
-    vectors: dict[str, list[float]] = {}
-    if surface:
-        vectors = dict(zip(surface, await embedder.embed_documents(surface), strict=True))
     resolution = resolver.resolve(mentions, existing=existing, embeddings=vectors)
 
     # Every name that can point at an entity: resolved clusters first, then stored entities.
@@ -112,23 +188,11 @@ async def build_graph(
             totals[eid] += n
             mention_rows.append(Mention(entity_id=eid, chunk_id=cid, document_id=document_id, count=n))
 
-    # Name vectors: reuse the surface embeddings, embed the rest (canonical or stored names) once.
-    missing = []
-    for eid, (resolved, stored) in records.items():
-        name = resolved.name if resolved is not None else stored.name if stored is not None else ""
-        has_vector = name in vectors or (stored is not None and stored.embedding)
-        if totals[eid] > 0 and name and not has_vector:
-            missing.append(name)
-    missing = list(dict.fromkeys(missing))
-    if missing:
-        vectors.update(zip(missing, await embedder.embed_documents(missing), strict=True))
-
     entities = []
     for eid, (resolved, stored) in records.items():
         if totals[eid] == 0:
             continue
         if resolved is not None:
-            embedding = vectors.get(resolved.name) or (stored.embedding if stored else None)
             entities.append(
                 Entity(
                     id=eid,
@@ -137,19 +201,12 @@ async def build_graph(
                     type=resolved.type,
                     aliases=resolved.aliases,
                     description=resolved.description,
-                    embedding=embedding,
+                    embedding=stored.embedding if stored is not None else None,
                     mention_count=totals[eid],
                 )
             )
         elif stored is not None:
-            entities.append(
-                stored.model_copy(
-                    update={
-                        "mention_count": totals[eid],
-                        "embedding": stored.embedding or vectors.get(stored.name),
-                    }
-                )
-            )
+            entities.append(stored.model_copy(update={"mention_count": totals[eid]}))
 
     relationships: dict[str, Relationship] = {}
     for cid in chunk_ids:

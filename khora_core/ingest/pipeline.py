@@ -6,10 +6,19 @@ entities -> resolve entities -> keyword-link every chunk to the known names -> e
 entity names -> build mentions and relationships -> ONE ``stack.write`` that lands
 everything (and removes the documents it replaces, same ``external_id``) or nothing.
 
-``remember_batch`` chunks every item first and embeds all chunks in large batches
-across items, then extracts and writes item by item with bounded concurrency. Each item
-ends as a ``RememberResult`` or the ``KhoraError`` that stopped it, at its input index:
-no item is lost, and one failure does not stop the others.
+``remember_batch`` chunks every item first, then works through them in *windows* of
+about one embedding slice of chunks (``max(256, 8 * embedding.batch_size)``). Per window:
+embed its chunks in one call; per item (bounded concurrency) select the skeleton core,
+extract and look up stored entities; embed every entity name of the window that the
+batch has not embedded yet in one call (:class:`~khora_core.ingest.names.NameVectors`,
+seeded with stored entities' embeddings; ``DATE`` names get none); resolve and assemble
+each item's graph in input order, against stored entities and those built earlier in the
+batch (:class:`~khora_core.ingest.names.BatchEntities`); then start the item writes, which
+run while the next window embeds. At most two windows of writes are in flight. Each item
+ends as a ``RememberResult`` or the ``KhoraError`` that stopped it, at its input index: no
+item is lost, and one failure does not stop the others. Items with the same
+``external_id`` are written in input order; an item repeating an earlier item's content
+waits for it and reports it as a duplicate.
 
 A core chunk whose extraction fails is still stored, flagged ``needs_extraction``, and
 listed in ``RememberResult.extraction_failed_chunk_ids``.
@@ -33,11 +42,18 @@ from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundEr
 from khora_core.ingest.chunking import TextSpan, chunk_text
 from khora_core.ingest.dedup import content_hash
 from khora_core.ingest.extract_base import ChunkExtraction, Extractor
-from khora_core.ingest.graph_build import build_graph
+from khora_core.ingest.graph_build import (
+    GraphParts,
+    assemble_graph,
+    attach_embeddings,
+    names_to_embed,
+    surface_names,
+)
 from khora_core.ingest.inputs import RememberInput, prepare_input
+from khora_core.ingest.names import BatchEntities, NameVectors
 from khora_core.ingest.resolve import EntityResolver
 from khora_core.ingest.skeleton import select_core_chunks
-from khora_core.models import Chunk, Document, RememberResult, WriteBatch
+from khora_core.models import Chunk, Document, Entity, RememberResult, WriteBatch
 from khora_core.storage.protocols import StorageStack
 
 __all__ = ["BatchOutcome", "IngestPipeline"]
@@ -49,6 +65,8 @@ BatchOutcome = RememberResult | KhoraError
 
 _CANDIDATE = re.compile(r"\b[A-Z][\w&'’-]*(?:[ \t]+(?:of[ \t]+|&[ \t]+)?[A-Z][\w&'’-]*){0,4}")
 _MAX_CANDIDATES = 5000
+#: Windows whose writes may run while the next window embeds.
+_WINDOWS_IN_FLIGHT = 2
 
 
 @dataclass
@@ -62,6 +80,12 @@ class _Work:
     chunk_ids: list[str] = field(default_factory=list)
     vectors: list[list[float]] = field(default_factory=list)
     after: asyncio.Event | None = None  # an earlier item with the same external_id
+    # Filled by the per-window stages, dropped once the item is written.
+    core: list[int] | None = None  # set early when the skeleton spans the batch
+    extractions: dict[str, ChunkExtraction] = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)
+    stored: list[Entity] = field(default_factory=list)
+    graph: GraphParts | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     outcome: BatchOutcome | None = None
 
@@ -216,7 +240,9 @@ class IngestPipeline:
     async def _run(
         self, works: list[_Work], namespace_id: str, *, concurrency: int | None, progress: Any
     ) -> list[BatchOutcome]:
-        limit = asyncio.Semaphore(max(1, concurrency or self.config.ingest.batch_concurrency))
+        width = max(1, concurrency or self.config.ingest.batch_concurrency)
+        limit = asyncio.Semaphore(width)  # lookups and extraction
+        write_limit = asyncio.Semaphore(width)  # writes (they overlap the next window)
 
         def settle(work: _Work, outcome: BatchOutcome) -> None:
             if work.outcome is None:
@@ -224,6 +250,9 @@ class IngestPipeline:
                 work.done.set()
                 if progress is not None:
                     progress.update(1)
+            # Nothing of a finished item is needed any more.
+            work.spans, work.vectors, work.extractions = [], [], {}
+            work.candidates, work.stored, work.graph = [], [], None
 
         # Duplicates inside the batch wait for the first copy; same external_id runs in order.
         first_by_hash: dict[str, _Work] = {}
@@ -254,28 +283,6 @@ class IngestPipeline:
                     work, RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True)
                 )
 
-        await asyncio.gather(*(dedup(w) for w in live))
-        live = [w for w in live if w.outcome is None]
-        for work in live:
-            work.spans = chunk_text(
-                work.inp.content,
-                max_tokens=self.config.ingest.chunk_tokens,
-                overlap_tokens=self.config.ingest.chunk_overlap_tokens,
-            ) or [TextSpan(0, len(work.inp.content), work.inp.content, 1)]
-            base = uuid.UUID(work.document_id)
-            work.chunk_ids = [str(uuid.uuid5(base, str(i))) for i in range(len(work.spans))]
-        await self._embed_chunks(live, settle)
-
-        async def finish(work: _Work) -> None:
-            if work.outcome is not None:
-                return
-            async with limit:
-                try:
-                    outcome: BatchOutcome = await self._finish(work, namespace_id)
-                except Exception as exc:  # keep the batch going; report it on the item
-                    outcome = _as_khora(exc, work.index)
-            settle(work, outcome)
-
         async def follow(work: _Work, original: _Work) -> None:
             await original.done.wait()
             first = original.outcome
@@ -289,12 +296,136 @@ class IngestPipeline:
                     work, KhoraError(f"Same content as batch item {original.index}, which failed: {first}")
                 )
 
-        await asyncio.gather(*(finish(w) for w in live), *(follow(w, o) for w, o in followers))
+        followed = [asyncio.ensure_future(follow(w, o)) for w, o in followers]
+        writes: list[list[asyncio.Future[None]]] = []
+        try:
+            await asyncio.gather(*(dedup(w) for w in live))
+            live = [w for w in live if w.outcome is None]
+            for work in live:
+                work.spans = chunk_text(
+                    work.inp.content,
+                    max_tokens=self.config.ingest.chunk_tokens,
+                    overlap_tokens=self.config.ingest.chunk_overlap_tokens,
+                ) or [TextSpan(0, len(work.inp.content), work.inp.content, 1)]
+                base = uuid.UUID(work.document_id)
+                work.chunk_ids = [str(uuid.uuid5(base, str(i))) for i in range(len(work.spans))]
+            names = NameVectors(self.embedder)
+            built = BatchEntities()
+            batch_skeleton = self.config.vectorcypher.skeleton_scope == "batch" and len(live) > 1
+            if batch_skeleton:  # the core is chosen among all chunks: embed them all first
+                await self._embed_chunks(live, settle)
+                self._select_batch_core([w for w in live if w.outcome is None])
+            for window in _windows(live, self._slice_size()):
+                while len(writes) >= _WINDOWS_IN_FLIGHT:  # back-pressure
+                    await asyncio.gather(*writes.pop(0))
+                if not batch_skeleton:
+                    await self._embed_chunks(window, settle)
+                ready = [w for w in window if w.outcome is None]
+                await asyncio.gather(*(self._prepare(w, namespace_id, limit, settle) for w in ready))
+                ready = [w for w in ready if w.outcome is None]
+                await self._build_graphs(ready, namespace_id, names, built, settle)
+                writes.append(
+                    [
+                        asyncio.ensure_future(self._write(w, namespace_id, write_limit, settle))
+                        for w in ready
+                        if w.outcome is None
+                    ]
+                )
+            while writes:
+                await asyncio.gather(*writes.pop(0))
+            await asyncio.gather(*followed)
+        except BaseException:
+            for task in [*followed, *(t for part in writes for t in part)]:
+                task.cancel()
+            await asyncio.gather(*followed, *(t for part in writes for t in part), return_exceptions=True)
+            raise
         return [w.outcome for w in works if w.outcome is not None]
+
+    def _slice_size(self) -> int:
+        return max(256, self.config.embedding.batch_size * 8)
+
+    def _select_batch_core(self, works: list[_Work]) -> None:
+        """``skeleton_scope="batch"``: the core is the most central chunks of all ``works``."""
+        vc = self.config.vectorcypher
+        core = set(
+            select_core_chunks(
+                [v for w in works for v in w.vectors],
+                core_ratio=vc.skeleton_core_ratio,
+                similarity_threshold=vc.skeleton_similarity_threshold,
+                segments=[len(w.vectors) for w in works],
+            )
+        )
+        offset = 0
+        for work in works:
+            work.core = [i for i in range(len(work.vectors)) if offset + i in core]
+            offset += len(work.vectors)
+
+    async def _prepare(self, work: _Work, namespace_id: str, limit: asyncio.Semaphore, settle: Any) -> None:
+        """Skeleton core, extraction, and the stored entities the item may name."""
+        async with limit:
+            try:
+                vc = self.config.vectorcypher
+                if work.core is None:
+                    work.core = select_core_chunks(
+                        work.vectors,
+                        core_ratio=vc.skeleton_core_ratio,
+                        similarity_threshold=vc.skeleton_similarity_threshold,
+                    )
+                work.extractions = await self._extract(work, work.core)
+                core_set = set(work.core)
+                non_core_text = [s.text for i, s in enumerate(work.spans) if i not in core_set]
+                mentions = [e for ex in work.extractions.values() if not ex.failed for e in ex.entities]
+                work.candidates = _candidate_names([m.name for m in mentions], non_core_text)
+                if work.candidates:
+                    work.stored = await self.stack.graph.find_entities_by_name(namespace_id, work.candidates)
+            except Exception as exc:  # keep the batch going; report it on the item
+                settle(work, _as_khora(exc, work.index))
+
+    async def _build_graphs(
+        self, works: list[_Work], namespace_id: str, names: NameVectors, built: BatchEntities, settle: Any
+    ) -> None:
+        """Resolve and assemble each item's graph, in input order, with one embedder call
+        for the window's new surface names and one for the remaining canonical names."""
+        for work in works:
+            names.seed(work.stored)
+        try:
+            await names.ensure(n for w in works for n in surface_names(w.extractions))
+        except Exception as exc:
+            for w in works:
+                settle(w, _as_khora(exc, w.index))
+            return
+        for work in works:
+            try:
+                # Entities built earlier in the batch count as stored (they may not be yet).
+                existing = {e.id: e for e in work.stored}
+                existing.update((e.id, e) for e in built.find(work.candidates))
+                work.graph = assemble_graph(
+                    namespace_id=namespace_id,
+                    document_id=work.document_id,
+                    chunk_ids=work.chunk_ids,
+                    chunk_texts=[s.text for s in work.spans],
+                    extractions=work.extractions,
+                    existing=list(existing.values()),
+                    resolver=self.resolver,
+                    vectors=names.mapping(surface_names(work.extractions)),
+                )
+                built.add(work.graph.entities)
+            except Exception as exc:
+                settle(work, _as_khora(exc, work.index))
+        ready = [w for w in works if w.outcome is None and w.graph is not None]
+        try:
+            await names.ensure(n for w in ready if w.graph is not None for n in names_to_embed(w.graph))
+        except Exception as exc:
+            for w in ready:
+                settle(w, _as_khora(exc, w.index))
+            return
+        for w in ready:
+            if w.graph is not None:
+                attach_embeddings(w.graph, names)
 
     async def _embed_chunks(self, works: list[_Work], settle: Any) -> None:
         """Embed every chunk of every item in large slices (fast across small items)."""
-        slice_size = max(256, self.config.embedding.batch_size * 8)
+        slice_size = self._slice_size()
         flat = [(w, i) for w in works for i in range(len(w.spans))]
         for work in works:
             work.vectors = [[] for _ in work.spans]
@@ -334,33 +465,24 @@ class IngestPipeline:
             for cid, _ in pairs
         }
 
-    async def _finish(self, work: _Work, namespace_id: str) -> RememberResult:
+    async def _write(self, work: _Work, namespace_id: str, limit: asyncio.Semaphore, settle: Any) -> None:
+        try:
+            if work.after is not None:  # an earlier item with the same external_id goes first
+                await work.after.wait()
+            async with limit:
+                outcome: BatchOutcome = await self._land(work, namespace_id)
+        except Exception as exc:  # keep the batch going; report it on the item
+            outcome = _as_khora(exc, work.index)
+        settle(work, outcome)
+
+    async def _land(self, work: _Work, namespace_id: str) -> RememberResult:
+        """One ``stack.write`` of the item (replacing the stored versions of its external_id)."""
         inp = work.inp
-        vc = self.config.vectorcypher
-        core = select_core_chunks(
-            work.vectors,
-            core_ratio=vc.skeleton_core_ratio,
-            similarity_threshold=vc.skeleton_similarity_threshold,
-        )
-        extractions = await self._extract(work, core)
-        failed = {cid for cid, ex in extractions.items() if ex.failed}
+        graph = work.graph
+        assert graph is not None
+        core = work.core or []
         core_set = set(core)
-        non_core_text = [s.text for i, s in enumerate(work.spans) if i not in core_set]
-        mentions = [e for ex in extractions.values() if not ex.failed for e in ex.entities]
-        candidates = _candidate_names([m.name for m in mentions], non_core_text)
-        existing = (
-            await self.stack.graph.find_entities_by_name(namespace_id, candidates) if candidates else []
-        )
-        graph = await build_graph(
-            namespace_id=namespace_id,
-            document_id=work.document_id,
-            chunk_ids=work.chunk_ids,
-            chunk_texts=[s.text for s in work.spans],
-            extractions=extractions,
-            existing=existing,
-            resolver=self.resolver,
-            embedder=self.embedder,
-        )
+        failed = {cid for cid, ex in work.extractions.items() if ex.failed}
         system: dict[str, Any] = {
             "occurred_at": inp.occurred_at,
             "created_at": work.created_at,
@@ -401,8 +523,6 @@ class IngestPipeline:
         ]
         replaces: list[str] = []
         if inp.external_id:
-            if work.after is not None:
-                await work.after.wait()
             previous = await self.stack.documents.find_documents_by_external_id(namespace_id, inp.external_id)
             replaces = [d.id for d in previous if d.id != work.document_id]
         batch = WriteBatch(
@@ -444,6 +564,22 @@ def _candidate_names(extracted: list[str], texts: list[str]) -> list[str]:
                     if len(phrase) > 1:
                         counts[phrase] += 1
     return [name for name, _ in counts.most_common(_MAX_CANDIDATES) if name]
+
+
+def _windows(works: list[_Work], chunks: int) -> list[list[_Work]]:
+    """Consecutive items holding about ``chunks`` chunks each (an item is never split)."""
+    out: list[list[_Work]] = []
+    current: list[_Work] = []
+    size = 0
+    for work in works:
+        if current and size + len(work.spans) > chunks:
+            out.append(current)
+            current, size = [], 0
+        current.append(work)
+        size += len(work.spans)
+    if current:
+        out.append(current)
+    return out
 
 
 def _as_khora(exc: Exception, index: int) -> KhoraError:

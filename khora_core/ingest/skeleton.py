@@ -2,7 +2,7 @@
 
 Chunks form a graph: an edge joins each chunk to its nearest neighbours whose cosine
 similarity reaches a threshold (kNN over normalised embeddings), and consecutive chunks
-are always joined (text read in order is related). Weighted PageRank over that graph
+of one document are always joined (text read in order is related). Weighted PageRank over that graph
 scores how central each chunk is; the top ``ceil(core_ratio * n)`` become the *core*
 that is sent to full extraction. The rest get cheap keyword links only.
 """
@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from khora_core.errors import InvalidInputError
+
 __all__ = ["pagerank_scores", "select_core_chunks"]
 
 #: Weight of the edge joining consecutive chunks.
@@ -21,7 +23,9 @@ _ADJACENCY_WEIGHT = 0.5
 _BLOCK_ROWS = 1024
 
 
-def _edges(emb: np.ndarray, *, k: int, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _edges(
+    emb: np.ndarray, *, k: int, threshold: float, segments: Sequence[int] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Undirected weighted edges (src, dst, weight), both directions listed."""
     n = emb.shape[0]
     src: list[np.ndarray] = []
@@ -44,9 +48,12 @@ def _edges(emb: np.ndarray, *, k: int, threshold: float) -> tuple[np.ndarray, np
             wts.append(vals[keep])
     if n > 1:
         seq = np.arange(n - 1)
+        if segments is not None:  # no adjacency edge from one document's last chunk to the next's first
+            ends = np.cumsum(np.asarray(segments, dtype=np.int64))[:-1] - 1
+            seq = seq[~np.isin(seq, ends)]
         src.append(seq)
         dst.append(seq + 1)
-        wts.append(np.full(n - 1, _ADJACENCY_WEIGHT, dtype=np.float64))
+        wts.append(np.full(len(seq), _ADJACENCY_WEIGHT, dtype=np.float64))
     if not src:
         return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
     s = np.concatenate(src)
@@ -72,6 +79,7 @@ def pagerank_scores(
     damping: float = 0.85,
     iterations: int = 100,
     tol: float = 1e-9,
+    segments: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Weighted PageRank of each chunk in the similarity + adjacency graph.
 
@@ -82,6 +90,8 @@ def pagerank_scores(
         damping: PageRank damping factor.
         iterations: maximum power iterations.
         tol: L1 convergence tolerance.
+        segments: chunk counts of consecutive documents when ``embeddings`` spans several
+            (adjacency edges stay inside a document); None: one document.
 
     Returns:
         Scores summing to 1 (empty for no chunks).
@@ -95,7 +105,9 @@ def pagerank_scores(
     norms = np.linalg.norm(emb, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     emb = emb / norms
-    src, dst, w = _edges(emb, k=k, threshold=similarity_threshold)
+    if segments is not None and sum(segments) != n:
+        raise InvalidInputError(f"segments add up to {sum(segments)} chunks, not {n}")
+    src, dst, w = _edges(emb, k=k, threshold=similarity_threshold, segments=segments)
     out_weight = np.bincount(src, weights=w, minlength=n)
     dangling = out_weight == 0
     scores = np.full(n, 1.0 / n)
@@ -118,6 +130,7 @@ def select_core_chunks(
     core_ratio: float,
     similarity_threshold: float = 0.5,
     k: int = 10,
+    segments: Sequence[int] | None = None,
 ) -> list[int]:
     """Indices of the skeleton core: the ``ceil(core_ratio * n)`` most central chunks.
 
@@ -128,6 +141,7 @@ def select_core_chunks(
         similarity_threshold: minimum cosine for a similarity edge
             (``VectorCypherConfig.skeleton_similarity_threshold``).
         k: similarity neighbours per chunk.
+        segments: see :func:`pagerank_scores` (for a core chosen across documents).
 
     Returns:
         Selected chunk indices in ascending (document) order. Ties in score go to the
@@ -139,6 +153,6 @@ def select_core_chunks(
     if core_ratio >= 1 or n == 1:
         return list(range(n))
     count = min(n, math.ceil(core_ratio * n - 1e-9))
-    scores = pagerank_scores(embeddings, similarity_threshold=similarity_threshold, k=k)
+    scores = pagerank_scores(embeddings, similarity_threshold=similarity_threshold, k=k, segments=segments)
     order = sorted(range(n), key=lambda i: (-round(float(scores[i]), 12), i))
     return sorted(order[:count])

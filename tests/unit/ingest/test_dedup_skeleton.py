@@ -68,3 +68,20 @@ def test_similar_chunks_outrank_isolated_ones() -> None:
     emb = np.vstack([v for pair in zip(cluster, noise, strict=True) for v in pair])  # interleaved
     core = select_core_chunks(emb, core_ratio=0.5, similarity_threshold=0.5)
     assert core == [0, 2, 4, 6, 8, 10]
+
+
+def test_segments_keep_adjacency_inside_each_document() -> None:
+    # Three mutually orthogonal chunks: only adjacency edges join them.
+    emb = np.eye(3)
+    chained = pagerank_scores(emb)  # one document: 0-1-2, the middle chunk is central
+    assert chained[1] > chained[0] == pytest.approx(chained[2])
+    split = pagerank_scores(emb, segments=[2, 1])  # documents [0, 1] and [2]: no 1-2 edge
+    assert split[0] == pytest.approx(split[1]) and split[1] < chained[1]
+    assert select_core_chunks(emb, core_ratio=0.3, segments=[2, 1]) == [0]
+
+
+def test_segments_must_cover_the_chunks() -> None:
+    from khora_core.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="segments add up to 2 chunks, not 3"):
+        pagerank_scores(np.eye(3), segments=[1, 1])

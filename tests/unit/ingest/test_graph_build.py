@@ -7,6 +7,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from khora_core.embedding.adapters import LangChainEmbedder
 from khora_core.ingest.extract_base import ChunkExtraction, ExtractedEntity, ExtractedRelation
 from khora_core.ingest.graph_build import build_graph, relationship_id
+from khora_core.ingest.names import NameVectors
 from khora_core.ingest.resolve import EntityResolver, entity_id
 from khora_core.models import Entity
 
@@ -46,7 +47,7 @@ async def test_entities_mentions_and_relationships() -> None:
         extractions=_extractions(),
         existing=[stored],
         resolver=EntityResolver(),
-        embedder=LangChainEmbedder(DeterministicFakeEmbedding(size=8)),
+        names=NameVectors(LangChainEmbedder(DeterministicFakeEmbedding(size=8))),
     )
     by_name = {e.name: e for e in parts.entities}
     assert set(by_name) == {"Alice Chen", "Acme Corp", "Globex"}
@@ -78,7 +79,7 @@ async def test_failed_chunks_contribute_only_keyword_links() -> None:
         extractions=extractions,
         existing=[],
         resolver=EntityResolver(),
-        embedder=LangChainEmbedder(DeterministicFakeEmbedding(size=8)),
+        names=NameVectors(LangChainEmbedder(DeterministicFakeEmbedding(size=8))),
     )
     assert [r.weight for r in parts.relationships] == [1.0]
     chunks_with_mentions = {m.chunk_id for m in parts.mentions}

@@ -1,0 +1,216 @@
+"""``remember_batch`` in windows, on the real embedded store (SQLite + LanceDB in a temp folder).
+
+The embedder is deterministic and records every call, so the tests can say exactly which
+texts were embedded: chunk texts once, each entity name at most once per batch, no dates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from khora_core import Khora, KhoraConfig
+from khora_core.errors import InvalidInputError, KhoraError
+from khora_core.ingest.extract_base import ChunkExtraction
+from khora_core.ingest.extract_offline import OfflineExtractor
+from khora_core.models import RememberResult
+
+DIM = 16
+
+
+class Recording:
+    """Deterministic unit vectors from a hash of the text; records every call."""
+
+    name = "recording-hash"
+    dimension = DIM
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        out = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(DIM)
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self.embed_documents([text]))[0]
+
+    def texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+class FailsOn(OfflineExtractor):
+    """The offline extractor, except that it raises for chunks containing ``marker``."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+
+    async def extract(self, chunks: Sequence[tuple[str, str]], **kwargs: Any) -> list[ChunkExtraction]:
+        if any(self.marker in text for _, text in chunks):
+            raise RuntimeError("extractor down")
+        return await super().extract(chunks, **kwargs)
+
+
+@pytest.fixture
+def embedder() -> Recording:
+    return Recording()
+
+
+async def _open(tmp_path: Path, embedder: Recording, **engine_kwargs: Any) -> Khora:
+    config = KhoraConfig(storage={"data_dir": str(tmp_path / "data"), "database_url": None})
+    return await Khora(config=config, embedder=embedder, engine_kwargs=engine_kwargs).open()
+
+
+@pytest.fixture
+async def kb(tmp_path: Path, embedder: Recording) -> AsyncIterator[Khora]:
+    k = await _open(tmp_path, embedder)
+    try:
+        yield k
+    finally:
+        await k.aclose()
+
+
+def _passage(i: int) -> str:
+    return f"Report {i}. Maya Chen met Omar Haddad at Northwind Robotics in Lisbon on 3 March 2024."
+
+
+async def test_names_are_embedded_once_across_documents_and_windows(kb: Khora, embedder: Recording) -> None:
+    ns = (await kb.create_namespace("w")).namespace_id
+    items = [{"content": _passage(i)} for i in range(600)]  # one chunk each: 2+ windows of 256+
+    outcomes = await kb.remember_batch(items, namespace=ns)
+    assert all(isinstance(o, RememberResult) and not o.duplicate for o in outcomes)
+    texts = embedder.texts()
+    chunk_texts = [t for t in texts if t.startswith("Report ")]
+    names = [t for t in texts if not t.startswith("Report ")]
+    assert sorted(chunk_texts) == sorted(it["content"] for it in items)
+    assert len(names) == len(set(names)), "a name was embedded twice in one batch"
+    assert {"Maya Chen", "Omar Haddad", "Northwind Robotics", "Lisbon"} <= set(names)
+    assert not any("2024" in n or "March" in n for n in names), "dates get no vector"
+    # Chunks went in window-sized calls, and names in a handful of calls, not one per document.
+    assert max(len(c) for c in embedder.calls) >= 256
+    assert len(embedder.calls) <= 10
+
+    by_name = {
+        e.name: e
+        for e in await kb.engine.stack.graph.find_entities_by_name(ns, ["Maya Chen", "3 March 2024"])
+    }
+    assert by_name["Maya Chen"].embedding is not None and by_name["Maya Chen"].mention_count == 600
+    date = by_name["3 March 2024"]
+    assert date.type == "DATE" and date.embedding is None
+
+
+async def test_a_second_batch_reuses_stored_entity_vectors(kb: Khora, embedder: Recording) -> None:
+    ns = (await kb.create_namespace("w")).namespace_id
+    await kb.remember_batch([{"content": _passage(0)}], namespace=ns)
+    embedder.calls.clear()
+    await kb.remember_batch([{"content": _passage(1)}], namespace=ns)
+    assert embedder.texts() == [_passage(1)]  # the names' vectors came from the store
+
+
+async def test_outcomes_stay_at_their_index_through_failures(tmp_path: Path, embedder: Recording) -> None:
+    kb = await _open(tmp_path, embedder, extractor=FailsOn("BROKEN"))
+    try:
+        ns = (await kb.create_namespace("w")).namespace_id
+        items: list[Any] = [{"content": _passage(i)} for i in range(300)]
+        items[3] = {"title": "no content"}
+        items[5] = {"content": "A BROKEN report about Maya Chen in Lisbon."}
+        items[290] = {"content": _passage(7)}  # same content as item 7: a follower
+        items[295] = {"content": "Fine text.", "bogus_key": 1}
+        outcomes = await kb.remember_batch(items, namespace=ns)
+    finally:
+        await kb.aclose()
+    assert len(outcomes) == len(items)
+    assert isinstance(outcomes[3], InvalidInputError)
+    assert isinstance(outcomes[295], InvalidInputError) and "bogus_key" in str(outcomes[295])
+    broken = outcomes[5]
+    assert isinstance(broken, RememberResult) and broken.extraction_failed_chunk_ids == broken.chunk_ids
+    assert isinstance(outcomes[290], RememberResult) and outcomes[290].duplicate
+    assert outcomes[290].document_id == outcomes[7].document_id
+    for i in set(range(300)) - {3, 5, 290, 295}:
+        assert isinstance(outcomes[i], RememberResult) and outcomes[i].chunk_ids, i
+        assert not outcomes[i].duplicate and not outcomes[i].extraction_failed_chunk_ids
+
+
+async def test_same_external_id_replaces_in_input_order_across_windows(kb: Khora) -> None:
+    ns = (await kb.create_namespace("w")).namespace_id
+    items = [{"content": _passage(i)} for i in range(600)]
+    items[1] = {"content": "Version one of the Kestrel plan.", "external_id": "plan"}
+    items[2] = {"content": "Version two of the Kestrel plan.", "external_id": "plan"}
+    items[550] = {"content": "Version three of the Kestrel plan.", "external_id": "plan"}
+    outcomes = await kb.remember_batch(items, namespace=ns)
+    one, two, three = outcomes[1], outcomes[2], outcomes[550]
+    assert (
+        isinstance(one, RememberResult)
+        and isinstance(two, RememberResult)
+        and isinstance(three, RememberResult)
+    )
+    assert one.replaced_document_ids == []
+    assert two.replaced_document_ids == [one.document_id]
+    assert three.replaced_document_ids == [two.document_id]
+    stored = await kb.engine.stack.documents.find_documents_by_external_id(ns, "plan")
+    assert [d.id for d in stored] == [three.document_id]
+
+
+async def test_entities_built_earlier_in_the_batch_resolve_like_stored_ones(kb: Khora) -> None:
+    ns = (await kb.create_namespace("w")).namespace_id
+    items = [
+        {
+            "content": "Acme Corp hired Maya Chen. Acme Corp grew fast. Later, Acme opened an office in Lisbon."
+        },
+        # Alone, this would make a new entity "Acme"; item 0 (same window, so not yet
+        # written when this item is looked up) made "Acme" an alias of "Acme Corp".
+        {"content": "Omar Haddad joined Acme in Lisbon."},
+    ]
+    first, second = await kb.remember_batch(items, namespace=ns)
+    assert isinstance(first, RememberResult) and isinstance(second, RememberResult)
+    found = await kb.engine.stack.graph.find_entities_by_name(ns, ["Acme"])
+    assert [(e.name, e.aliases) for e in found] == [("Acme Corp", ["Acme"])]
+    assert found[0].mention_count == 4
+
+
+async def test_an_embedder_failure_is_reported_on_every_item_it_stopped(tmp_path: Path) -> None:
+    class Broken(Recording):
+        async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+            if any("Omar" in t and not t.startswith("Report") for t in texts):
+                raise RuntimeError("name embedding down")
+            return await super().embed_documents(texts)
+
+    kb = await _open(tmp_path, Broken())
+    try:
+        ns = (await kb.create_namespace("w")).namespace_id
+        outcomes = await kb.remember_batch([{"content": _passage(i)} for i in range(3)], namespace=ns)
+        assert all(isinstance(o, KhoraError) and "name embedding down" in str(o) for o in outcomes)
+        assert (await kb.stats(ns)).documents == 0
+    finally:
+        await kb.aclose()
+
+
+async def test_a_batch_scoped_skeleton_picks_the_core_among_all_chunks(
+    tmp_path: Path, embedder: Recording
+) -> None:
+    from khora_core import VectorCypherConfig
+
+    kb = await _open(tmp_path, embedder, vectorcypher_config=VectorCypherConfig(skeleton_scope="batch"))
+    try:
+        ns = (await kb.create_namespace("w")).namespace_id
+        outcomes = await kb.remember_batch([{"content": _passage(i)} for i in range(10)], namespace=ns)
+        single = await kb.remember(_passage(99), namespace=ns)
+    finally:
+        await kb.aclose()
+    results = [o for o in outcomes if isinstance(o, RememberResult)]
+    # Half of ten one-chunk passages are core.
+    assert len(results) == 10 and sum(r.core_chunk_count for r in results) == 5
+    assert {r.core_chunk_count for r in results} == {0, 1}
+    # A non-core passage still links to the names the batch knows (keyword links).
+    assert all(r.entity_count > 0 for r in results)
+    assert single.core_chunk_count == 1  # one document: its own core, as before
