@@ -82,6 +82,18 @@ class CachedEmbedder:
         return (await self._embed([text], "q"))[0]
 
 
+def preset_sections(name: str, **query: Any) -> dict[str, Any]:
+    """``KhoraConfig`` sections of the named read-path preset (``retrieval.presets``), with
+    extra ``query`` settings on top (benchmarks turn the adaptive limit off)."""
+    from khora_core.retrieval.presets import PRESETS
+
+    if name not in PRESETS:
+        raise SystemExit(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+    sections = PRESETS[name].config_kwargs()
+    sections["query"] = {**sections["query"], **query}
+    return sections
+
+
 def stack_configs(which: str, **sections: Any) -> dict[str, KhoraConfig]:
     """``{"sqlite_lance": cfg, "postgres": cfg}`` for the stacks asked for (``all`` = both
     when the PostgreSQL/Neo4j env variables are set, as ``make bench-*`` does)."""

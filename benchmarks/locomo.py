@@ -1,6 +1,6 @@
 """LoCoMo memory benchmark: turn-level evidence recall@5/10/15 and recall latency.
 
-    python -m benchmarks.locomo [--stack sqlite_lance|postgres|all] [--mode hybrid]
+    python -m benchmarks.locomo [--stack sqlite_lance|postgres|all] [--mode hybrid] [--preset default|sharp]
 
 Each dialogue turn of the development split (``shared/data/locomo/dev``) is remembered as
 one document in its conversation's namespace (``occurred_at`` = the session date, the
@@ -22,7 +22,15 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 
-from benchmarks._common import DATA, CachedEmbedder, pct, print_table, read_jsonl, stack_configs
+from benchmarks._common import (
+    DATA,
+    CachedEmbedder,
+    pct,
+    preset_sections,
+    print_table,
+    read_jsonl,
+    stack_configs,
+)
 from khora_core import Khora, SearchMode
 
 KS = (5, 10, 15)
@@ -119,8 +127,8 @@ async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     embedder = CachedEmbedder()
-    for stack, cfg in stack_configs(args.stack, query={"adaptive_limit": False}).items():
-        print(f"\n# stack: {stack}")
+    for stack, cfg in stack_configs(args.stack, **preset_sections(args.preset, adaptive_limit=False)).items():
+        print(f"\n# stack: {stack}, preset: {args.preset}")
         async with Khora(config=cfg, embedder=embedder) as kb:
             await run(kb, SearchMode(args.mode), args.max_questions)
 
@@ -130,6 +138,7 @@ def main() -> None:
     parser.add_argument("--stack", default="sqlite_lance")
     parser.add_argument("--mode", default="hybrid")
     parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -1,6 +1,7 @@
 """Multi-hop retrieval quality: Recall@2 / Recall@5 of gold passages per mode and stack.
 
     python -m benchmarks.multihop [--stack all|sqlite_lance|postgres] [--datasets musique,2wikimultihopqa,hotpotqa]
+                                  [--preset default|sharp]
 
 Each development set in ``shared/data/multihop/`` is remembered into its own namespace
 (one passage = one document, ``title`` + text, the offline extractor), then every question
@@ -16,7 +17,7 @@ import argparse
 import asyncio
 import time
 
-from benchmarks._common import DATA, CachedEmbedder, print_table, read_jsonl, stack_configs
+from benchmarks._common import DATA, CachedEmbedder, preset_sections, print_table, read_jsonl, stack_configs
 from khora_core import Khora, SearchMode
 
 DATASETS = ["musique", "2wikimultihopqa", "hotpotqa"]
@@ -72,7 +73,7 @@ async def run_dataset(kb: Khora, name: str, max_questions: int | None) -> dict[s
 async def main_async(args: argparse.Namespace) -> None:
     embedder = CachedEmbedder()
     datasets = [d for d in args.datasets.split(",") if d]
-    configs = stack_configs(args.stack, query={"adaptive_limit": False})
+    configs = stack_configs(args.stack, **preset_sections(args.preset, adaptive_limit=False))
     results: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
     for stack, cfg in configs.items():
         async with Khora(config=cfg, embedder=embedder) as kb:
@@ -93,7 +94,7 @@ async def main_async(args: argparse.Namespace) -> None:
             ]
         )
         header = ["mode", *[f"{n} {k}" for n in datasets for k in ("R@2", "R@5")]]
-        print_table(f"Multi-hop Recall@k (%), stack={stack}", header, rows)
+        print_table(f"Multi-hop Recall@k (%), stack={stack}, preset={args.preset}", header, rows)
     print(f"\nembedding cache: {embedder.hits} hits, {embedder.misses} misses")
 
 
@@ -102,6 +103,7 @@ def main() -> None:
     parser.add_argument("--stack", default="all")
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")
     asyncio.run(main_async(parser.parse_args()))
 
 

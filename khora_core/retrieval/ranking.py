@@ -170,10 +170,10 @@ def recency_head(
     """Recency over the head of the list, in place, for questions that ask for recent things.
 
     The head is the top ``max(2n, 10)`` candidates, and recency is measured from the newest
-    date among them (the spec's "result set"). Only the head is reordered: RRF relevance is
-    flat (rank 30 keeps ~2/3 of rank 1's score), so a recency blend over the whole candidate
-    pool would let any recent but unrelated chunk overtake the relevant ones. Recency orders
-    the relevant results; it does not pull in irrelevant ones.
+    date among them (the spec's "result set"). Only the head is reordered, blending recency
+    with a flat positional relevance (``61 / (60 + position)``): over the whole candidate
+    pool such a blend would let any recent but unrelated chunk overtake the relevant ones.
+    Recency orders the relevant results; it does not pull in irrelevant ones.
     """
     if not (qc.apply_recency_bias and vc.temporal_recency_weight > 0 and understanding.wants_recency):
         return
@@ -182,9 +182,16 @@ def recency_head(
     rec = recency_scores(
         dates, decay_days=vc.temporal_recency_decay_days, decay_type=vc.temporal_recency_decay_type
     )
-    boosted = apply_recency([ranked.rel[c] for c in head], rec, weight=vc.temporal_recency_weight)
-    ranked.rel.update(zip(head, boosted, strict=True))
-    ranked.order[: len(head)] = sorted(head, key=lambda c: -ranked.rel[c])
+    # Relevance by position on the flat RRF scale (k = 60), not the fused scores: how far
+    # recency may move an item must not depend on ``fusion_rrf_k`` (a small k makes fused
+    # scores steep, and recency would then never reorder anything).
+    k = fusion.DEFAULT_RRF_K
+    flat = [(k + 1) / (k + pos) for pos in range(1, len(head) + 1)]
+    boosted = apply_recency(flat, rec, weight=vc.temporal_recency_weight)
+    new_head = [head[i] for i in sorted(range(len(head)), key=lambda i: -boosted[i])]
+    # the head keeps its relevance values, in its new order
+    ranked.rel.update(zip(new_head, sorted((ranked.rel[c] for c in head), reverse=True), strict=True))
+    ranked.order[: len(head)] = new_head
     ranked.recency_applied = True
 
 
