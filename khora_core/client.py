@@ -223,8 +223,11 @@ class Khora:
     ) -> list[RememberResult | KhoraError]:
         """Remember many items (dicts with ``content`` plus ``remember`` keywords, or strings).
 
-        Chunks of all items are embedded together in large batches; extraction and writes run
-        ``concurrency`` items at a time. ``progress=True`` shows a tqdm bar.
+        Items go through in windows of about 512 chunks: each window's chunks are embedded in
+        one call, its items are extracted ``concurrency`` at a time, every new entity name of
+        the window is embedded once (names already stored, or seen earlier in the batch, are
+        not embedded again), and the window's writes run while the next window embeds.
+        ``progress=True`` shows a tqdm bar.
 
         Returns:
             One entry per item, in input order: its ``RememberResult``, or the ``KhoraError``
