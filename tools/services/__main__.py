@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, default=None, help="folder for server data and pid files")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.action != "run" and args.command:
+        # "start --state DIR": the trailing command slot swallowed the option; only run takes one.
+        if len(args.command) != 2 or args.command[0] != "--state":
+            parser.error(f"{args.action} takes only --state DIR")
+        args.state = Path(args.command[1])
     state = args.state or Path(
         os.environ.get("KHORA_SERVICES_DIR") or tempfile.mkdtemp(prefix="khora-services-")
     )
