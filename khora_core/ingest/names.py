@@ -23,13 +23,9 @@ import numpy as np
 from khora_core.embedding.base import Embedder
 from khora_core.errors import KhoraError
 from khora_core.models import Entity
+from khora_core.storage.protocols import fold
 
-__all__ = ["BatchEntities", "NameVectors", "fold"]
-
-
-def fold(name: str) -> str:
-    """The case-insensitive key of a name or alias (as the stores' ``find_entities_by_name``)."""
-    return name.strip().casefold()
+__all__ = ["BatchEntities", "NameVectors"]
 
 
 class NameVectors:

@@ -28,66 +28,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from khora_core.config import KhoraConfig
 from khora_core.embedding.base import Embedder
 from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError
+from khora_core.ingest.candidates import candidate_names
 from khora_core.ingest.chunking import TextSpan, chunk_text
 from khora_core.ingest.dedup import content_hash
 from khora_core.ingest.extract_base import ChunkExtraction, Extractor
-from khora_core.ingest.graph_build import (
-    GraphParts,
-    assemble_graph,
-    attach_embeddings,
-    names_to_embed,
-    surface_names,
-)
+from khora_core.ingest.graph_build import assemble_graph, attach_embeddings, names_to_embed, surface_names
 from khora_core.ingest.inputs import RememberInput, prepare_input
+from khora_core.ingest.items import BatchOutcome, WorkItem, as_khora_error, windows
 from khora_core.ingest.names import BatchEntities, NameVectors
+from khora_core.ingest.records import document_records
 from khora_core.ingest.resolve import EntityResolver
 from khora_core.ingest.skeleton import select_core_chunks
-from khora_core.models import Chunk, Document, Entity, RememberResult, WriteBatch
+from khora_core.models import RememberResult, WriteBatch
 from khora_core.storage.protocols import StorageStack
 
 __all__ = ["BatchOutcome", "IngestPipeline"]
 
 logger = logging.getLogger("khora.ingest")
 
-#: One remember_batch result: what was stored, or why the item was not.
-BatchOutcome = RememberResult | KhoraError
-
-_CANDIDATE = re.compile(r"\b[A-Z][\w&'’-]*(?:[ \t]+(?:of[ \t]+|&[ \t]+)?[A-Z][\w&'’-]*){0,4}")
-_MAX_CANDIDATES = 5000
 #: Windows whose writes may run while the next window embeds.
 _WINDOWS_IN_FLIGHT = 2
-
-
-@dataclass
-class _Work:
-    index: int
-    inp: RememberInput
-    hash: str
-    document_id: str
-    created_at: datetime
-    spans: list[TextSpan] = field(default_factory=list)
-    chunk_ids: list[str] = field(default_factory=list)
-    vectors: list[list[float]] = field(default_factory=list)
-    after: asyncio.Event | None = None  # an earlier item with the same external_id
-    # Filled by the per-window stages, dropped once the item is written.
-    core: list[int] | None = None  # set early when the skeleton spans the batch
-    extractions: dict[str, ChunkExtraction] = field(default_factory=dict)
-    candidates: list[str] = field(default_factory=list)
-    stored: list[Entity] = field(default_factory=list)
-    graph: GraphParts | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    outcome: BatchOutcome | None = None
 
 
 class IngestPipeline:
@@ -197,7 +165,7 @@ class IngestPipeline:
         """
         await self._require_namespace(namespace_id)
         outcomes: list[BatchOutcome | None] = [None] * len(items)
-        works: list[_Work] = []
+        works: list[WorkItem] = []
         for i, item in enumerate(items):
             try:
                 if not isinstance(item, Mapping):
@@ -228,8 +196,8 @@ class IngestPipeline:
                 "`await khora.create_namespace(...)` and pass its namespace_id."
             )
 
-    def _work(self, index: int, inp: RememberInput) -> _Work:
-        return _Work(
+    def _work(self, index: int, inp: RememberInput) -> WorkItem:
+        return WorkItem(
             index=index,
             inp=inp,
             hash=content_hash(inp.content),
@@ -238,13 +206,13 @@ class IngestPipeline:
         )
 
     async def _run(
-        self, works: list[_Work], namespace_id: str, *, concurrency: int | None, progress: Any
+        self, works: list[WorkItem], namespace_id: str, *, concurrency: int | None, progress: Any
     ) -> list[BatchOutcome]:
         width = max(1, concurrency or self.config.ingest.batch_concurrency)
         limit = asyncio.Semaphore(width)  # lookups and extraction
         write_limit = asyncio.Semaphore(width)  # writes (they overlap the next window)
 
-        def settle(work: _Work, outcome: BatchOutcome) -> None:
+        def settle(work: WorkItem, outcome: BatchOutcome) -> None:
             if work.outcome is None:
                 work.outcome = outcome
                 work.done.set()
@@ -255,10 +223,10 @@ class IngestPipeline:
             work.candidates, work.stored, work.graph = [], [], None
 
         # Duplicates inside the batch wait for the first copy; same external_id runs in order.
-        first_by_hash: dict[str, _Work] = {}
-        last_by_external: dict[str, _Work] = {}
-        live: list[_Work] = []
-        followers: list[tuple[_Work, _Work]] = []
+        first_by_hash: dict[str, WorkItem] = {}
+        last_by_external: dict[str, WorkItem] = {}
+        live: list[WorkItem] = []
+        followers: list[tuple[WorkItem, WorkItem]] = []
         for work in works:
             original = first_by_hash.get(work.hash)
             if original is not None:
@@ -271,19 +239,19 @@ class IngestPipeline:
                 last_by_external[work.inp.external_id] = work
             live.append(work)
 
-        async def dedup(work: _Work) -> None:
+        async def dedup(work: WorkItem) -> None:
             async with limit:
                 try:
                     existing = await self.stack.documents.find_document_by_hash(namespace_id, work.hash)
                 except Exception as exc:
-                    settle(work, _as_khora(exc, work.index))
+                    settle(work, as_khora_error(exc, work.index))
                     return
             if existing is not None:
                 settle(
                     work, RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True)
                 )
 
-        async def follow(work: _Work, original: _Work) -> None:
+        async def follow(work: WorkItem, original: WorkItem) -> None:
             await original.done.wait()
             first = original.outcome
             if isinstance(first, RememberResult):
@@ -315,7 +283,7 @@ class IngestPipeline:
             if batch_skeleton:  # the core is chosen among all chunks: embed them all first
                 await self._embed_chunks(live, settle)
                 self._select_batch_core([w for w in live if w.outcome is None])
-            for window in _windows(live, self._slice_size()):
+            for window in windows(live, self._slice_size()):
                 while len(writes) >= _WINDOWS_IN_FLIGHT:  # back-pressure
                     await asyncio.gather(*writes.pop(0))
                 if not batch_skeleton:
@@ -344,7 +312,7 @@ class IngestPipeline:
     def _slice_size(self) -> int:
         return max(256, self.config.embedding.batch_size * 8)
 
-    def _select_batch_core(self, works: list[_Work]) -> None:
+    def _select_batch_core(self, works: list[WorkItem]) -> None:
         """``skeleton_scope="batch"``: the core is the most central chunks of all ``works``."""
         vc = self.config.vectorcypher
         core = set(
@@ -360,7 +328,9 @@ class IngestPipeline:
             work.core = [i for i in range(len(work.vectors)) if offset + i in core]
             offset += len(work.vectors)
 
-    async def _prepare(self, work: _Work, namespace_id: str, limit: asyncio.Semaphore, settle: Any) -> None:
+    async def _prepare(
+        self, work: WorkItem, namespace_id: str, limit: asyncio.Semaphore, settle: Any
+    ) -> None:
         """Skeleton core, extraction, and the stored entities the item may name."""
         async with limit:
             try:
@@ -375,14 +345,14 @@ class IngestPipeline:
                 core_set = set(work.core)
                 non_core_text = [s.text for i, s in enumerate(work.spans) if i not in core_set]
                 mentions = [e for ex in work.extractions.values() if not ex.failed for e in ex.entities]
-                work.candidates = _candidate_names([m.name for m in mentions], non_core_text)
+                work.candidates = candidate_names([m.name for m in mentions], non_core_text)
                 if work.candidates:
                     work.stored = await self.stack.graph.find_entities_by_name(namespace_id, work.candidates)
             except Exception as exc:  # keep the batch going; report it on the item
-                settle(work, _as_khora(exc, work.index))
+                settle(work, as_khora_error(exc, work.index))
 
     async def _build_graphs(
-        self, works: list[_Work], namespace_id: str, names: NameVectors, built: BatchEntities, settle: Any
+        self, works: list[WorkItem], namespace_id: str, names: NameVectors, built: BatchEntities, settle: Any
     ) -> None:
         """Resolve and assemble each item's graph, in input order, with one embedder call
         for the window's new surface names and one for the remaining canonical names."""
@@ -392,7 +362,7 @@ class IngestPipeline:
             await names.ensure(n for w in works for n in surface_names(w.extractions))
         except Exception as exc:
             for w in works:
-                settle(w, _as_khora(exc, w.index))
+                settle(w, as_khora_error(exc, w.index))
             return
         for work in works:
             try:
@@ -411,19 +381,19 @@ class IngestPipeline:
                 )
                 built.add(work.graph.entities)
             except Exception as exc:
-                settle(work, _as_khora(exc, work.index))
+                settle(work, as_khora_error(exc, work.index))
         ready = [w for w in works if w.outcome is None and w.graph is not None]
         try:
             await names.ensure(n for w in ready if w.graph is not None for n in names_to_embed(w.graph))
         except Exception as exc:
             for w in ready:
-                settle(w, _as_khora(exc, w.index))
+                settle(w, as_khora_error(exc, w.index))
             return
         for w in ready:
             if w.graph is not None:
                 attach_embeddings(w.graph, names)
 
-    async def _embed_chunks(self, works: list[_Work], settle: Any) -> None:
+    async def _embed_chunks(self, works: list[WorkItem], settle: Any) -> None:
         """Embed every chunk of every item in large slices (fast across small items)."""
         slice_size = self._slice_size()
         flat = [(w, i) for w in works for i in range(len(w.spans))]
@@ -440,12 +410,12 @@ class IngestPipeline:
                     raise KhoraError(f"The embedder returned {len(vectors)} vectors for {len(part)} chunks.")
             except Exception as exc:
                 for w, _ in part:
-                    settle(w, _as_khora(exc, w.index))
+                    settle(w, as_khora_error(exc, w.index))
                 continue
             for (w, i), vector in zip(part, vectors, strict=True):
                 w.vectors[i] = vector
 
-    async def _extract(self, work: _Work, core: list[int]) -> dict[str, ChunkExtraction]:
+    async def _extract(self, work: WorkItem, core: list[int]) -> dict[str, ChunkExtraction]:
         pairs = [(work.chunk_ids[i], work.spans[i].text) for i in core]
         if not pairs:
             return {}
@@ -465,17 +435,17 @@ class IngestPipeline:
             for cid, _ in pairs
         }
 
-    async def _write(self, work: _Work, namespace_id: str, limit: asyncio.Semaphore, settle: Any) -> None:
+    async def _write(self, work: WorkItem, namespace_id: str, limit: asyncio.Semaphore, settle: Any) -> None:
         try:
             if work.after is not None:  # an earlier item with the same external_id goes first
                 await work.after.wait()
             async with limit:
                 outcome: BatchOutcome = await self._land(work, namespace_id)
         except Exception as exc:  # keep the batch going; report it on the item
-            outcome = _as_khora(exc, work.index)
+            outcome = as_khora_error(exc, work.index)
         settle(work, outcome)
 
-    async def _land(self, work: _Work, namespace_id: str) -> RememberResult:
+    async def _land(self, work: WorkItem, namespace_id: str) -> RememberResult:
         """One ``stack.write`` of the item (replacing the stored versions of its external_id)."""
         inp = work.inp
         graph = work.graph
@@ -483,44 +453,18 @@ class IngestPipeline:
         core = work.core or []
         core_set = set(core)
         failed = {cid for cid, ex in work.extractions.items() if ex.failed}
-        system: dict[str, Any] = {
-            "occurred_at": inp.occurred_at,
-            "created_at": work.created_at,
-            "source_timestamp": inp.source_timestamp,
-            "source_type": inp.source_type,
-            "source_name": inp.source_name,
-            "source_url": inp.source_url,
-            "external_id": inp.external_id,
-            "content_type": inp.content_type,
-            "source": inp.source,
-            "title": inp.title,
-            "metadata": inp.metadata,
-            "tags": inp.tags,
-        }
-        document = Document(
-            id=work.document_id,
+        document, chunks = document_records(
+            inp,
             namespace_id=namespace_id,
-            content=inp.content,
+            document_id=work.document_id,
             content_hash=work.hash,
-            **system,
+            created_at=work.created_at,
+            chunk_ids=work.chunk_ids,
+            spans=work.spans,
+            vectors=work.vectors,
+            core=core_set,
+            needs_extraction=failed,
         )
-        chunks = [
-            Chunk(
-                id=cid,
-                namespace_id=namespace_id,
-                document_id=work.document_id,
-                index=i,
-                content=span.text,
-                start_char=span.start,
-                end_char=span.end,
-                token_count=span.token_count,
-                embedding=work.vectors[i],
-                needs_extraction=cid in failed,
-                is_core=i in core_set,
-                **{**system, "metadata": dict(inp.metadata), "tags": list(inp.tags)},
-            )
-            for i, (cid, span) in enumerate(zip(work.chunk_ids, work.spans, strict=True))
-        ]
         replaces: list[str] = []
         if inp.external_id:
             previous = await self.stack.documents.find_documents_by_external_id(namespace_id, inp.external_id)
@@ -544,52 +488,6 @@ class IngestPipeline:
             extraction_failed_chunk_ids=[cid for cid in work.chunk_ids if cid in failed],
             core_chunk_count=len(core),
         )
-
-
-def _candidate_names(extracted: list[str], texts: list[str]) -> list[str]:
-    """Names to look up among stored entities: what was extracted plus the capitalised
-    phrases (and their sub-phrases) of the non-core chunks; the lookup is exact, so cheap."""
-    counts: Counter[str] = Counter()
-    for name in extracted:
-        counts[name.strip()] += 1000  # extracted names first
-        words = name.split()
-        if len(words) > 1 and words[0].rstrip(".").lower() in ("dr", "mr", "mrs", "ms", "prof"):
-            counts[" ".join(words[1:])] += 1000
-    for text in texts:
-        for match in _CANDIDATE.finditer(text):
-            words = match.group().split()
-            for n in range(1, min(4, len(words)) + 1):
-                for i in range(len(words) - n + 1):
-                    phrase = " ".join(words[i : i + n])
-                    if len(phrase) > 1:
-                        counts[phrase] += 1
-    return [name for name, _ in counts.most_common(_MAX_CANDIDATES) if name]
-
-
-def _windows(works: list[_Work], chunks: int) -> list[list[_Work]]:
-    """Consecutive items holding about ``chunks`` chunks each (an item is never split)."""
-    out: list[list[_Work]] = []
-    current: list[_Work] = []
-    size = 0
-    for work in works:
-        if current and size + len(work.spans) > chunks:
-            out.append(current)
-            current, size = [], 0
-        current.append(work)
-        size += len(work.spans)
-    if current:
-        out.append(current)
-    return out
-
-
-def _as_khora(exc: Exception, index: int) -> KhoraError:
-    """The item's error as a KhoraError (unexpected exceptions are wrapped, cause kept)."""
-    if isinstance(exc, KhoraError):
-        return exc
-    logger.error("remember failed for item %d", index, exc_info=exc)
-    wrapped = KhoraError(f"remember failed: {type(exc).__name__}: {exc}")
-    wrapped.__cause__ = exc
-    return wrapped
 
 
 def _progress_bar(total: int) -> Any:

@@ -48,6 +48,7 @@ __all__ = [
     "SearchPage",
     "StorageStack",
     "VectorIndex",
+    "fold",
 ]
 
 
@@ -76,6 +77,12 @@ class Neighbourhood:
     entities: list[Entity] = field(default_factory=list)
     relationships: list[Relationship] = field(default_factory=list)
     distance: dict[str, int] = field(default_factory=dict)
+
+
+def fold(name: str) -> str:
+    """The case-insensitive key that ``GraphStore.find_entities_by_name`` compares names and
+    aliases by (stored as ``name_lower`` / ``alias_lower``)."""
+    return name.strip().casefold()
 
 
 @runtime_checkable

@@ -25,7 +25,12 @@ from khora_core.storage.neo4j.records import (
     relationship_from_props,
 )
 from khora_core.storage.neo4j.schema import ensure_schema
-from khora_core.storage.neo4j.search import chunks_for_entities_tx, entity_vector_search_tx, neighbourhood_tx
+from khora_core.storage.neo4j.search import (
+    GET_ENTITIES,
+    chunks_for_entities_tx,
+    entity_vector_search_tx,
+    neighbourhood_tx,
+)
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
 
 if TYPE_CHECKING:
@@ -35,7 +40,6 @@ __all__ = ["Neo4jGraphStore"]
 
 T = TypeVar("T")
 
-_GET_ENTITIES = "UNWIND $ids AS id MATCH (e:Entity {namespace_id: $ns, id: id}) RETURN properties(e) AS e"
 
 _LIST_ENTITIES = f"""
 MATCH (e:Entity {{namespace_id: $ns}})
@@ -222,7 +226,7 @@ class Neo4jGraphStore:
         ids = list(dict.fromkeys(entity_ids))
         if not ids:
             return []
-        rows = await self._fetch(_GET_ENTITIES, ns=namespace_id, ids=ids)
+        rows = await self._fetch(GET_ENTITIES, ns=namespace_id, ids=ids)
         found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
         return [found[i] for i in ids if i in found]
 

@@ -18,6 +18,7 @@ from neo4j.time import DateTime as Neo4jDateTime
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import SYSTEM_DATE_KEYS, SYSTEM_STRING_KEYS, Chunk, Entity, Relationship
+from khora_core.storage.protocols import fold
 
 __all__ = [
     "ENTITY_FIELDS",
@@ -36,11 +37,6 @@ __all__ = [
 
 #: Entity properties returned by reads (no embedding: 384 floats per row is wasted I/O).
 ENTITY_FIELDS = "{.id, .namespace_id, .name, .type, .aliases, .description, .mention_count}"
-
-
-def fold(text: str) -> str:
-    """The case-insensitive form of a name or alias (stored as ``name_lower``/``aliases_lower``)."""
-    return text.strip().casefold()
 
 
 def to_neo4j_datetime(value: datetime | None) -> datetime | None:

@@ -25,6 +25,7 @@ from khora_core.storage.neo4j.schema import VECTOR_INDEX
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
 
 __all__ = [
+    "GET_ENTITIES",
     "MAX_DEPTH",
     "MAX_NEIGHBOURHOOD",
     "chunks_for_entities_tx",
@@ -87,7 +88,8 @@ ORDER BY s DESC, e.id LIMIT $keep
 RETURN count(e) AS seen, collect([e.id, s]) AS hits
 """
 
-_ENTITIES_WITH_EMBEDDING = """
+#: Entities by id, every property (embedding included).
+GET_ENTITIES = """
 UNWIND $ids AS id
 MATCH (e:Entity {namespace_id: $ns, id: id})
 RETURN properties(e) AS e
@@ -238,7 +240,7 @@ async def entity_vector_search_tx(
     scored = [(cosine, eid) for cosine, eid in scored if cosine >= min_similarity][:limit]
     if not scored:
         return []
-    rows = await _data(tx, _ENTITIES_WITH_EMBEDDING, ns=ns, ids=[eid for _, eid in scored])
+    rows = await _data(tx, GET_ENTITIES, ns=ns, ids=[eid for _, eid in scored])
     found = {r["e"]["id"]: r["e"] for r in rows}
     return [
         EntityHit(entity=entity_from_props(found[eid], with_embedding=True), score=cosine)

@@ -39,7 +39,7 @@ from khora_core.storage.sqlite_lance.schema import (
     entity_from_row,
     relationship_from_row,
 )
-from khora_core.storage.sqlite_lance.vectors import EntityVectorCache, dot_rows, query_vector
+from khora_core.storage.sqlite_lance.vectors import EntityVectorCache, query_vector
 
 #: Stop expanding a neighbourhood once it holds this many entities (depth x fan-out can explode).
 MAX_NEIGHBOURHOOD = 5000
@@ -98,26 +98,11 @@ class SqliteGraphStore:
         self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
     ) -> list[EntityHit]:
         """Entities by cosine similarity of their embedding (``score`` is the raw cosine)."""
-        q = query_vector(vector, self._dim)
-
-        def run(conn: sqlite3.Connection) -> list[EntityHit]:
-            row = conn.execute(
-                "SELECT graph_version FROM namespaces WHERE namespace_id = ?", (namespace_id,)
-            ).fetchone()
-            if row is None or limit <= 0:
-                return []
-            ids, matrix = self._vectors.matrix(conn, namespace_id, int(row[0]))
-            if not ids or matrix.shape[1] != q.shape[0]:
-                return []
-            scores = dot_rows(matrix, q)
-            k = min(limit, len(ids))
-            top = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
-            top = top[np.lexsort((top, -scores[top]))]
-            wanted = [(ids[i], float(scores[i])) for i in top if scores[i] >= min_similarity]
-            found = fetch_entities(conn, namespace_id, [i for i, _ in wanted], embeddings=True)
-            return [EntityHit(entity=found[i], score=s) for i, s in wanted if i in found]
-
-        return await self._db.read_tx(run, what="search entities")
+        return (
+            await self.search_entities_by_vectors(
+                namespace_id, [vector], limit=limit, min_similarity=min_similarity
+            )
+        )[0]
 
     async def search_entities_by_vectors(
         self,

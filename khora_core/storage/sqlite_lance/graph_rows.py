@@ -13,15 +13,11 @@ from collections.abc import Iterable, Sequence
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import Entity, Mention, Relationship
+from khora_core.storage.protocols import fold
 from khora_core.storage.sqlite_lance.rows import IN_JSON, json_ids
 from khora_core.storage.sqlite_lance.schema import dumps, vector_blob
 
 _DEFAULT_TYPE = "CONCEPT"
-
-
-def fold(text: str) -> str:
-    """The case-insensitive form used for name and alias lookups."""
-    return text.strip().casefold()
 
 
 def _merge_aliases(name: str, *groups: Iterable[str]) -> list[str]:

@@ -53,10 +53,8 @@ class LanceVectors:
         self._db = lancedb.connect(str(self.path))
 
     def _reconnect(self) -> None:
-        import lancedb
-
         with self._lock:
-            self._db = lancedb.connect(str(self.path))
+            self.open()
             self._tables.clear()
 
     @staticmethod
