@@ -17,8 +17,10 @@ itself (the graph channel's vector entry points): every vector goes in one store
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rapidfuzz import fuzz
 
@@ -122,7 +124,16 @@ async def link_entities(
         if current is None or link.score > current.score:
             best[link.entity.id] = link
 
-    exact = await graph.find_entities_by_name(namespace_id, mentions) if mentions else []
+    # The exact lookup and the mentions' embedding run together (one round trip less on
+    # the critical path; embedding a mention that then matches exactly costs little).
+    lookups: list[Awaitable[Any]] = []
+    if mentions:
+        lookups.append(graph.find_entities_by_name(namespace_id, mentions))
+        if embedder is not None:
+            lookups.append(embedder.embed_documents(mentions))
+    done = list(await asyncio.gather(*lookups)) if lookups else []
+    exact: list[Entity] = done[0] if done else []
+    mention_vectors = dict(zip(mentions, done[1], strict=True)) if len(done) > 1 else {}
     matched: set[str] = set()
     for entity in exact:
         names = {n.casefold() for n in _names(entity)}
@@ -132,9 +143,7 @@ async def link_entities(
                 matched.add(mention)
     rest = [m for m in mentions if m not in matched]
 
-    vectors: list[Sequence[float]] = []
-    if embedder is not None and rest:
-        vectors = list(await embedder.embed_documents(rest))
+    vectors: list[Sequence[float]] = [mention_vectors[m] for m in rest if m in mention_vectors]
     if want_nearest:
         vectors.append(query_vector)  # type: ignore[arg-type]
     found: list[list[EntityHit]] = []

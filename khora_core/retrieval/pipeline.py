@@ -139,56 +139,80 @@ class RecallPipeline:
                 'use filter={"occurred_at": {"$gte": start, "$lt": end}}'
             )
 
-        # 1-2. understand and route
+        # 1-2. understand and route, while the question is embedded (every mode but KEYWORD
+        # needs its vector)
         t = time.perf_counter()
-        ref_now, ref_source = await self._reference_now(namespace_id, now)
-        u = await understand(query, llm=self.llm, use_llm=vc.routing_use_llm, now=ref_now)
-        llm_route = u.source == "llm"
-        decision = route(
-            query,
-            vc,
-            entity_mentions=u.entity_mentions,
-            max_graph_depth=qc.max_graph_depth,
-            complexity=u.complexity if llm_route else None,
-            reasons=u.complexity_reasons if llm_route else (),
-            weights=u.fusion_weights,
+        qvec_task = (
+            asyncio.ensure_future(self.embedder.embed_query(query))
+            if mode is not SearchMode.KEYWORD
+            else None
         )
-        names = select_channels(mode, decision, enable_bm25=qc.enable_bm25_channel)
-        timings["understand_ms"] = _ms(t)
-
-        # 3-4. embed the question, link its entities
-        t = time.perf_counter()
-        qvec = await self.embedder.embed_query(query) if {"vector", "graph"} & set(names) else None
-        timings["embed_ms"] = _ms(t)
-        t = time.perf_counter()
-        linked: list[LinkedEntity] = []
-        nearest: list[EntityHit] | None = None
-        if "graph" in names:
-            linking = await link_entities(
-                self.stack.graph,
-                namespace_id,
-                u.entity_mentions,
-                embedder=self.embedder,
-                min_similarity=vc.retriever_min_entity_similarity,
-                query_vector=qvec,
-                query_limit=decision.entry_entities,
+        started_tasks: list[asyncio.Future[Any]] = [qvec_task] if qvec_task is not None else []
+        try:
+            ref_now, ref_source = await self._reference_now(namespace_id, now)
+            u = await understand(query, llm=self.llm, use_llm=vc.routing_use_llm, now=ref_now)
+            llm_route = u.source == "llm"
+            decision = route(
+                query,
+                vc,
+                entity_mentions=u.entity_mentions,
+                max_graph_depth=qc.max_graph_depth,
+                complexity=u.complexity if llm_route else None,
+                reasons=u.complexity_reasons if llm_route else (),
+                weights=u.fusion_weights,
             )
-            linked = list(linking.links)
-            nearest = list(linking.nearest) if qvec is not None else None
-        timings["link_ms"] = _ms(t)
-
-        # 5. channels in parallel (the graph channel's passage seeds are the vector
-        # channel's first hits when both run with the same filter: one search, not two)
-        t = time.perf_counter()
-        pool = max(qc.candidate_pool, limit) * (2 if time_window is not None else 1)
-        calls: dict[str, Any] = {}
-        vector_task: asyncio.Task[ChannelResult] | None = None
-        if "vector" in names and qvec is not None:
-            vector_task = asyncio.ensure_future(
-                vector_channel(
-                    self.stack, namespace_id, qvec, limit=pool, min_similarity=min_similarity, filter=f
+            names = select_channels(mode, decision, enable_bm25=qc.enable_bm25_channel)
+            timings["understand_ms"] = _ms(t)
+            pool = max(qc.candidate_pool, limit) * (2 if time_window is not None else 1)
+            keyword_task: asyncio.Task[ChannelResult] | None = None
+            if "keyword" in names:  # needs nothing else: starts now
+                keyword_task = asyncio.ensure_future(
+                    keyword_channel(self.stack, namespace_id, query, limit=pool, filter=f)
                 )
-            )
+                started_tasks.append(keyword_task)
+
+            # 3. the question's vector; the vector channel starts as soon as it is there
+            t = time.perf_counter()
+            qvec = await qvec_task if qvec_task is not None else None
+            timings["embed_ms"] = _ms(t)
+            vector_task: asyncio.Task[ChannelResult] | None = None
+            if "vector" in names and qvec is not None:
+                vector_task = asyncio.ensure_future(
+                    vector_channel(
+                        self.stack, namespace_id, qvec, limit=pool, min_similarity=min_similarity, filter=f
+                    )
+                )
+                started_tasks.append(vector_task)
+
+            # 4. link the question's entities (while the vector channel runs)
+            t = time.perf_counter()
+            linked: list[LinkedEntity] = []
+            nearest: list[EntityHit] | None = None
+            if "graph" in names:
+                linking = await link_entities(
+                    self.stack.graph,
+                    namespace_id,
+                    u.entity_mentions,
+                    embedder=self.embedder,
+                    min_similarity=vc.retriever_min_entity_similarity,
+                    query_vector=qvec,
+                    query_limit=decision.entry_entities,
+                )
+                linked = list(linking.links)
+                nearest = list(linking.nearest) if qvec is not None else None
+            timings["link_ms"] = _ms(t)
+        except BaseException:
+            for task in started_tasks:
+                task.cancel()
+            await asyncio.gather(*started_tasks, return_exceptions=True)
+            raise
+
+        # 5. the other channels, in parallel with those already running (the graph
+        # channel's passage seeds are the vector channel's first hits when both run with
+        # the same filter: one search, not two)
+        t = time.perf_counter()
+        calls: dict[str, Any] = {}
+        if vector_task is not None:
             calls["vector"] = vector_task
         if "graph" in names:
             calls["graph"] = graph_channel(
@@ -204,8 +228,8 @@ class RecallPipeline:
                 entry_hits=nearest,
                 passages=_shielded(vector_task) if vector_task is not None and min_similarity <= 0 else None,
             )
-        if "keyword" in names:
-            calls["keyword"] = keyword_channel(self.stack, namespace_id, query, limit=pool, filter=f)
+        if keyword_task is not None:
+            calls["keyword"] = keyword_task
         hyde_on = "vector" in calls and should_use_hyde(
             qc.enable_hyde,
             complexity=decision.complexity,

@@ -266,6 +266,14 @@ class StorageStack(Protocol):
         """
         ...
 
+    async def write_many(self, namespace_id: str, batches: Sequence[WriteBatch]) -> None:
+        """Land several batches as one write: all of them, or none.
+
+        The same as calling :meth:`write` for each batch in order, in one transaction per
+        server (far fewer round trips for many small documents). Document ids must differ.
+        """
+        ...
+
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
         """Remove a document everywhere: chunks, vectors, keyword terms, chunk and time
         links, relationships learned from it, and entities left with no mention."""

@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 import pytest
 
 from khora_core import Khora, NamespaceNotFoundError, SearchMode
+from khora_core.errors import InvalidInputError
+from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
 
 DOCS = [
     {
@@ -215,3 +217,145 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
         ]
     finally:
         await kb.delete_namespace(other.namespace_id)
+
+
+def _doc_batch(ns: str, doc_id: str, text: str, dim: int, *, entities=(), mentions=(), relationships=()):
+    """A one-chunk ``WriteBatch``; mentions are entity ids (mentioned once in the chunk)."""
+    now = datetime.now(timezone.utc)
+    vector = [1.0 if i == len(doc_id) % dim else 0.01 for i in range(dim)]
+    chunk_id = f"{doc_id}-c0"
+    return WriteBatch(
+        document=Document(
+            id=doc_id, namespace_id=ns, content=text, content_hash=f"h-{doc_id}", created_at=now
+        ),
+        chunks=[
+            Chunk(
+                id=chunk_id,
+                namespace_id=ns,
+                document_id=doc_id,
+                index=0,
+                content=text,
+                start_char=0,
+                end_char=len(text),
+                embedding=vector,
+                created_at=now,
+            )
+        ],
+        entities=list(entities),
+        mentions=[Mention(entity_id=e, chunk_id=chunk_id, document_id=doc_id) for e in mentions],
+        relationships=list(relationships),
+    )
+
+
+async def test_write_many_lands_every_batch_or_none(kb: Khora, namespace: str) -> None:
+    stack = kb._stack
+    dim = kb.engine.embedder.dimension
+    heron = Entity(id="e-heron", namespace_id=namespace, name="Project Heron", aliases=["Heron"])
+    heron_again = Entity(
+        id="e-heron", namespace_id=namespace, name="Project Heron", type="PROJECT", aliases=["HERON-1"]
+    )
+    may = Entity(id="e-may", namespace_id=namespace, name="May", type="DATE")
+    first = _doc_batch(
+        namespace,
+        "d-one",
+        "Project Heron ships in May.",
+        dim,
+        entities=[heron, may],
+        mentions=["e-heron", "e-may"],
+    )
+    broken = _doc_batch(
+        namespace,
+        "d-two",
+        "Heron-1 is the first Heron build.",
+        dim,
+        entities=[heron_again],
+        mentions=["e-heron", "e-nobody"],
+    )
+    with pytest.raises(InvalidInputError):
+        await stack.write_many(namespace, [first, broken])
+    stats = await kb.stats(namespace)
+    assert (stats.documents, stats.chunks, stats.entities) == (0, 0, 0)
+    assert await stack.documents.get_documents(namespace, ["d-one", "d-two"]) == []
+
+    second = _doc_batch(
+        namespace,
+        "d-two",
+        "Heron-1 is the first Heron build.",
+        dim,
+        entities=[heron_again],
+        mentions=["e-heron"],
+        relationships=[
+            Relationship(
+                id="r-1",
+                namespace_id=namespace,
+                source_id="e-heron",
+                target_id="e-may",
+                type="SHIPS_IN",
+                weight=1.0,
+                document_id="d-one",
+            ),
+            Relationship(
+                id="r-1",
+                namespace_id=namespace,
+                source_id="e-heron",
+                target_id="e-may",
+                type="SHIPS_IN",
+                weight=2.0,
+                document_id="d-two",
+            ),
+        ],
+    )
+    await stack.write_many(namespace, [first, second])
+    stats = await kb.stats(namespace)
+    assert (stats.documents, stats.chunks, stats.entities, stats.relationships) == (2, 2, 2, 1)
+    (entity,) = await stack.graph.get_entities(namespace, ["e-heron"])
+    # merged as if written one after the other: first name kept, aliases united, typed wins
+    assert entity.name == "Project Heron"
+    assert entity.type == "PROJECT"
+    assert {a.lower() for a in entity.aliases} >= {"heron", "heron-1"}
+    assert entity.mention_count == 2
+    page = await stack.vectors.search(namespace, first.chunks[0].embedding, limit=5)
+    assert {h.chunk.document_id for h in page.hits} == {"d-one", "d-two"}
+
+    with pytest.raises(InvalidInputError):  # one document id twice in one call
+        await stack.write_many(namespace, [first, first])
+
+    # Forgetting one document of a grouped write leaves the other whole, vectors included.
+    assert await kb.forget("d-one", namespace=namespace)
+    page = await stack.vectors.search(namespace, first.chunks[0].embedding, limit=5)
+    assert [h.chunk.document_id for h in page.hits] == ["d-two"]
+    stats = await kb.stats(namespace)
+    assert (stats.documents, stats.chunks) == (1, 1)
+
+
+async def test_remember_batch_lands_what_remember_one_by_one_does(kb: Khora, namespace: str) -> None:
+    """Grouped writes (one per window) leave the same graph as one write per document."""
+    docs = [
+        *DOCS,
+        {"content": "Omar Reyes presented Project Kestrel at Northwind Robotics in 2024."},
+        {"content": "Maya Chen and Omar Reyes met at Riverside Park."},
+    ]
+    outcomes = await kb.remember_batch(docs, namespace=namespace)
+    assert all(not isinstance(o, Exception) for o in outcomes)
+    other = (await kb.create_namespace("one-by-one", namespace_id=f"seq-{uuid.uuid4().hex[:8]}")).namespace_id
+    try:
+        for d in docs:
+            await kb.remember(namespace=other, **d)
+
+        async def graph_of(ns: str):
+            stack = kb._stack
+            entities = await stack.graph.list_entities(ns, limit=1000)
+            by_id = {e.id: e.name for e in entities}
+            nodes = sorted(
+                (e.name, e.type, e.mention_count, tuple(sorted(a.lower() for a in e.aliases)))
+                for e in entities
+            )
+            hood = await stack.graph.neighbourhood(ns, list(by_id), depth=1, max_fanout=1000)
+            edges = sorted(
+                (by_id[r.source_id], by_id[r.target_id], r.type, r.weight) for r in hood.relationships
+            )
+            return (await kb.stats(ns)).model_dump(exclude={"namespace_id"}), nodes, edges
+
+        assert await graph_of(namespace) == await graph_of(other)
+    finally:
+        await kb.delete_namespace(other)

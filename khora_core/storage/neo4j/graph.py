@@ -179,11 +179,16 @@ class Neo4jGraphStore:
             InvalidInputError: a mention or relationship names an unknown entity or chunk,
                 or an embedding has the wrong dimension; nothing was written.
         """
+        await self.write_batches(namespace_id, [batch])
+
+    async def write_batches(self, namespace_id: str, batches: Sequence[WriteBatch]) -> None:
+        """:meth:`write_batch` for several batches in one transaction (all or none), with one
+        statement per kind of row instead of one per batch."""
         loop = asyncio.get_running_loop()
         if self._write_lock is None or self._write_lock[0] is not loop:
             self._write_lock = (loop, asyncio.Lock())
         async with self._write_lock[1]:
-            await self._write(write.write_batch_tx, namespace_id, batch, self._dim)
+            await self._write(write.write_batches_tx, namespace_id, list(batches), self._dim)
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
         """Remove a document's chunks, links, relationships, orphaned entities and empty

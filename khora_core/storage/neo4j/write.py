@@ -38,6 +38,7 @@ __all__ = [
     "merge_relationships_tx",
     "refresh_mention_counts_tx",
     "write_batch_tx",
+    "write_batches_tx",
 ]
 
 _UPSERT_CHUNKS = """
@@ -197,9 +198,30 @@ async def _require(tx: AsyncManagedTransaction, ns: str, query: str, ids: Iterab
 async def merge_entities_tx(
     tx: AsyncManagedTransaction, ns: str, entities: Sequence[Entity], embedding_dim: int
 ) -> None:
-    rows = sorted((entity_row(e, ns, embedding_dim) for e in entities), key=lambda r: r["id"])
+    rows = sorted(_merged_rows(entity_row(e, ns, embedding_dim) for e in entities), key=lambda r: r["id"])
     if rows:
         await _run(tx, _MERGE_ENTITIES, ns=ns, rows=rows)
+
+
+def _merged_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per entity id, as if the rows were merged one after the other: the first
+    name stays, a later type wins unless it is ``CONCEPT``, aliases are united, a later
+    description or embedding wins when given. (One ``UNWIND`` must not see an id twice:
+    every row would read the node as it was before the statement.)"""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        held = out.get(row["id"])
+        if held is None:
+            out[row["id"]] = {**row, "alias_pairs": list(row["alias_pairs"])}
+            continue
+        if row["type"] != "CONCEPT":
+            held["type"] = row["type"]
+        keys = {p[1] for p in held["alias_pairs"]}
+        held["alias_pairs"] += [p for p in row["alias_pairs"] if p[1] not in keys]
+        for key in ("description", "embedding"):
+            if row[key] is not None:
+                held[key] = row[key]
+    return list(out.values())
 
 
 async def merge_relationships_tx(
@@ -242,20 +264,39 @@ def _mention_rows(mentions: Sequence[Mention]) -> list[dict[str, Any]]:
 async def write_batch_tx(tx: AsyncManagedTransaction, ns: str, batch: WriteBatch, embedding_dim: int) -> None:
     """Land the graph part of ``batch``: replaced documents out, chunks, time links, entities,
     mentions and relationships in."""
-    if batch.document.namespace_id != ns:
-        raise InvalidInputError(
-            f"document {batch.document.id} belongs to namespace {batch.document.namespace_id!r}, not {ns!r}"
-        )
-    for old_document in dict.fromkeys(batch.replaces):
-        if old_document != batch.document.id:
-            await delete_document_tx(tx, ns, old_document)
+    await write_batches_tx(tx, ns, [batch], embedding_dim)
 
-    chunk_rows = sorted((chunk_props(c, ns) for c in batch.chunks), key=lambda r: r["id"])
+
+async def write_batches_tx(
+    tx: AsyncManagedTransaction, ns: str, batches: Sequence[WriteBatch], embedding_dim: int
+) -> None:
+    """Land the graph part of several batches with one statement per kind of row, as if
+    they were written one after the other: replaced documents out first, then chunks,
+    time links, entities (rows of one entity merged in batch order), mentions and
+    relationships (the last batch's version of one id wins)."""
+    for batch in batches:
+        if batch.document.namespace_id != ns:
+            raise InvalidInputError(
+                f"document {batch.document.id} belongs to namespace {batch.document.namespace_id!r}, not {ns!r}"
+            )
+    written = {b.document.id for b in batches}
+    for batch in batches:
+        for old_document in dict.fromkeys(batch.replaces):
+            if old_document != batch.document.id:
+                if old_document in written:
+                    raise InvalidInputError(
+                        f"document {batch.document.id} replaces {old_document}, written in the same call; "
+                        "write them one after the other"
+                    )
+                await delete_document_tx(tx, ns, old_document)
+
+    chunks = [c for b in batches for c in b.chunks]
+    chunk_rows = sorted((chunk_props(c, ns) for c in chunks), key=lambda r: r["id"])
     stale_keys: list[str] = []
     if chunk_rows:
         stale_keys = (await _single(tx, _UPSERT_CHUNKS, ns=ns, rows=chunk_rows)).get("old_keys") or []
     time_rows = sorted(
-        ({"id": c.id, "day": day_key(c.occurred_at)} for c in batch.chunks if c.occurred_at is not None),
+        ({"id": c.id, "day": day_key(c.occurred_at)} for c in chunks if c.occurred_at is not None),
         key=lambda r: (r["day"], r["id"]),
     )
     if time_rows:
@@ -263,16 +304,15 @@ async def write_batch_tx(tx: AsyncManagedTransaction, ns: str, batch: WriteBatch
     if stale_keys:  # a rewritten chunk moved to another day
         await _run(tx, _DELETE_EMPTY_TIME_NODES, ns=ns, keys=stale_keys)
 
-    await merge_entities_tx(tx, ns, batch.entities, embedding_dim)
-    mention_rows = _mention_rows(batch.mentions)
+    entities = [e for b in batches for e in b.entities]
+    await merge_entities_tx(tx, ns, entities, embedding_dim)
+    mention_rows = _mention_rows([m for b in batches for m in b.mentions])
     if mention_rows:
         await _require(tx, ns, _MISSING_ENTITIES, (r["entity_id"] for r in mention_rows), "Mentions")
         await _require(tx, ns, _MISSING_CHUNKS, (r["chunk_id"] for r in mention_rows), "Mentions")
         await _run(tx, _MERGE_MENTIONS, ns=ns, rows=mention_rows)
-    await merge_relationships_tx(tx, ns, batch.relationships)
-    await refresh_mention_counts_tx(
-        tx, ns, [e.id for e in batch.entities] + [r["entity_id"] for r in mention_rows]
-    )
+    await merge_relationships_tx(tx, ns, [r for b in batches for r in b.relationships])
+    await refresh_mention_counts_tx(tx, ns, [e.id for e in entities] + [r["entity_id"] for r in mention_rows])
 
 
 async def delete_document_tx(tx: AsyncManagedTransaction, ns: str, document_id: str) -> bool:

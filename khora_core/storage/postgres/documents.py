@@ -209,9 +209,22 @@ class PostgresDocumentStore:
                 PostgreSQL rejects (wrong embedding dimension, NUL characters).
             StorageUnavailableError: the server is unreachable (nothing was written).
         """
-        _check_batch(namespace_id, batch)
-        chunk_args, terms = await asyncio.to_thread(_prepare_rows, namespace_id, batch)
-        doc_args = document_insert_args(namespace_id, batch.document)
+        await self.write_rows_many(namespace_id, [batch])
+
+    async def write_rows_many(self, namespace_id: str, batches: Sequence[WriteBatch]) -> None:
+        """:meth:`write_rows` for several batches in one transaction (all or none)."""
+        batches = list(batches)
+        if not batches:
+            return
+        for batch in batches:
+            _check_batch(namespace_id, batch)
+        doc_ids = [b.document.id for b in batches]
+        if len(set(doc_ids)) != len(doc_ids):
+            raise InvalidInputError(
+                "A write names the same document id twice; write them one after the other"
+            )
+        chunk_args, terms = await asyncio.to_thread(_prepare_rows, namespace_id, batches)
+        doc_args = [document_insert_args(namespace_id, b.document) for b in batches]
         try:
             async with self._pool.transaction() as conn:
                 # FOR KEY SHARE: a concurrent delete_namespace waits for this write to finish.
@@ -222,8 +235,10 @@ class PostgresDocumentStore:
                     raise NamespaceNotFoundError(
                         f"Namespace {namespace_id!r} does not exist; create it with create_namespace"
                     )
-                await _delete_documents(conn, namespace_id, [*batch.replaces, batch.document.id])
-                await conn.execute(DOCUMENT_INSERT, *doc_args)
+                await _delete_documents(
+                    conn, namespace_id, [d for b in batches for d in (*b.replaces, b.document.id)]
+                )
+                await conn.executemany(DOCUMENT_INSERT, doc_args)
                 if chunk_args:
                     await conn.executemany(CHUNK_INSERT, chunk_args)
                 if terms[0]:
@@ -276,14 +291,14 @@ def _check_batch(namespace_id: str, batch: WriteBatch) -> None:
 
 
 def _prepare_rows(
-    namespace_id: str, batch: WriteBatch
+    namespace_id: str, batches: Sequence[WriteBatch]
 ) -> tuple[list[tuple[Any, ...]], tuple[list[str], list[str], list[int]]]:
     """Insert arguments for the chunks and the flattened (term, chunk id, tf) postings."""
     chunk_args: list[tuple[Any, ...]] = []
     t_terms: list[str] = []
     t_chunks: list[str] = []
     t_tfs: list[int] = []
-    for chunk in batch.chunks:
+    for chunk in (c for b in batches for c in b.chunks):
         tf = term_frequencies(chunk.content)
         chunk_args.append(chunk_insert_args(namespace_id, chunk, sum(tf.values())))
         for term, count in tf.items():

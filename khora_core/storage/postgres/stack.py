@@ -110,16 +110,23 @@ class PostgresNeo4jStack:
             self._driver = None
 
     async def write(self, namespace_id: str, batch: WriteBatch) -> None:
-        await self.documents.write_rows(namespace_id, batch)
+        await self.write_many(namespace_id, [batch])
+
+    async def write_many(self, namespace_id: str, batches: Sequence[WriteBatch]) -> None:
+        batches = list(batches)
+        if not batches:
+            return
+        await self.documents.write_rows_many(namespace_id, batches)
         try:
-            await self._neo4j.write_batch(namespace_id, batch)
+            await self._neo4j.write_batches(namespace_id, batches)
         except BaseException:
-            await self.documents.delete_document_rows(namespace_id, batch.document.id)
-            for old in batch.replaces:
-                try:
-                    await self._neo4j.delete_document(namespace_id, old)
-                except Exception:  # the rows are gone already; stale graph data is unreachable
-                    pass
+            for batch in batches:
+                await self.documents.delete_document_rows(namespace_id, batch.document.id)
+                for old in batch.replaces:
+                    try:
+                        await self._neo4j.delete_document(namespace_id, old)
+                    except Exception:  # the rows are gone already; stale graph data is unreachable
+                        pass
             raise
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:

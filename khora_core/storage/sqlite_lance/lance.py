@@ -87,8 +87,11 @@ class LanceVectors:
                 self._tables[name] = table
             return table
 
-    def add(self, namespace_id: str, rows: list[tuple[str, str]], vectors: np.ndarray, write_id: str) -> None:
-        """Append ``(chunk_id, document_id)`` rows with their vectors, tagged ``write_id``."""
+    def add(
+        self, namespace_id: str, rows: list[tuple[str, str]], vectors: np.ndarray, write_id: str | list[str]
+    ) -> None:
+        """Append ``(chunk_id, document_id)`` rows with their vectors, tagged ``write_id``
+        (one for all rows, or one per row)."""
         import pyarrow as pa
 
         if not rows:
@@ -98,7 +101,7 @@ class LanceVectors:
             [
                 pa.array([r[0] for r in rows], pa.string()),
                 pa.array([r[1] for r in rows], pa.string()),
-                pa.array([write_id] * len(rows), pa.string()),
+                pa.array([write_id] * len(rows) if isinstance(write_id, str) else write_id, pa.string()),
                 pa.FixedSizeListArray.from_arrays(flat, self.dim),
             ],
             schema=self._schema(),
@@ -106,10 +109,12 @@ class LanceVectors:
         self._table(namespace_id, create=True).add(data)
         self._changed(namespace_id)
 
-    def delete_write(self, namespace_id: str, write_id: str) -> None:
+    def delete_write(self, namespace_id: str, write_id: str | list[str]) -> None:
+        """Delete the rows tagged ``write_id`` (or any of a list of them)."""
+        ids = [write_id] if isinstance(write_id, str) else list(write_id)
         table = self._table(namespace_id)
-        if table is not None:
-            table.delete(f"write_id = {_quote(write_id)}")
+        if table is not None and ids:
+            table.delete(f"write_id IN ({', '.join(_quote(i) for i in ids)})")
             self._changed(namespace_id)
 
     def load(self, namespace_id: str) -> tuple[list[str], np.ndarray]:

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import sqlite3
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -67,9 +68,17 @@ def _journal(conn: sqlite3.Connection, namespace_id: str, op: str, ref: str) -> 
     )
 
 
-def _unjournal(conn: sqlite3.Connection, namespace_id: str, op: str, ref: str) -> None:
-    conn.execute(
-        "DELETE FROM lance_journal WHERE namespace_id = ? AND op = ? AND ref = ?", (namespace_id, op, ref)
+def _journal_all(conn: sqlite3.Connection, namespace_id: str, op: str, refs: list[str]) -> None:
+    conn.executemany(
+        "INSERT INTO lance_journal (namespace_id, op, ref) VALUES (?, ?, ?)",
+        [(namespace_id, op, r) for r in refs],
+    )
+
+
+def _unjournal_all(conn: sqlite3.Connection, namespace_id: str, op: str, refs: list[str]) -> None:
+    conn.executemany(
+        "DELETE FROM lance_journal WHERE namespace_id = ? AND op = ? AND ref = ?",
+        [(namespace_id, op, r) for r in refs],
     )
 
 
@@ -161,9 +170,23 @@ class SqliteLanceStack:
             InvalidInputError: the batch is inconsistent (ids, dimensions, unknown entities).
             StorageError: SQLite or LanceDB failed; nothing of the batch is visible.
         """
-        self._check_batch(namespace_id, batch)
+        await self.write_many(namespace_id, [batch])
+
+    async def write_many(self, namespace_id: str, batches: Sequence[WriteBatch]) -> None:
+        """Land several batches as one write (one LanceDB append, one SQLite transaction),
+        all of them or none; raises as :meth:`write` does."""
+        batches = list(batches)
+        if not batches:
+            return
+        for batch in batches:
+            self._check_batch(namespace_id, batch)
+        ids = [b.document.id for b in batches]
+        if len(set(ids)) != len(ids):
+            raise InvalidInputError(
+                "A write names the same document id twice; write them one after the other"
+            )
         async with self._write_lock:
-            await self._db.on_writer(self._write_sync, namespace_id, batch)
+            await self._db.on_writer(self._write_sync, namespace_id, batches)
 
     def _check_batch(self, namespace_id: str, batch: WriteBatch) -> None:
         doc = batch.document
@@ -187,67 +210,83 @@ class SqliteLanceStack:
         if len({c.id for c in batch.chunks}) != len(batch.chunks):
             raise InvalidInputError(f"Document {doc.id!r} has duplicate chunk ids")
 
-    def _write_sync(self, namespace_id: str, batch: WriteBatch) -> None:
-        write_id = uuid.uuid4().hex
-        embedded = [c for c in batch.chunks if c.embedding is not None]
+    def _write_sync(self, namespace_id: str, batches: list[WriteBatch]) -> None:
+        # One write id per document: deleting a document removes the vectors of its write only.
+        write_ids = {b.document.id: uuid.uuid4().hex for b in batches}
+        ids = list(write_ids.values())
+        embedded = [c for b in batches for c in b.chunks if c.embedding is not None]
         matrix = np.asarray([c.embedding for c in embedded], dtype=np.float32).reshape(
             len(embedded), self.dim
         )
         if embedded:
-            self._db.transaction_sync(_journal, namespace_id, "add", write_id, what="journal a write")
+            self._db.transaction_sync(_journal_all, namespace_id, "add", ids, what="journal a write")
             try:
-                self._lance.add(namespace_id, [(c.id, c.document_id) for c in embedded], matrix, write_id)
+                self._lance.add(
+                    namespace_id,
+                    [(c.id, c.document_id) for c in embedded],
+                    matrix,
+                    [write_ids[c.document_id] for c in embedded],
+                )
             except Exception as exc:
-                self._compensate(namespace_id, write_id)
-                raise StorageError(
-                    f"LanceDB could not store the vectors of document {batch.document.id!r}: {exc}"
-                ) from exc
+                self._compensate(namespace_id, ids)
+                which = batches[0].document.id if len(batches) == 1 else f"{len(batches)} documents"
+                raise StorageError(f"LanceDB could not store the vectors of {which!r}: {exc}") from exc
         entry = self._chunk_vectors.entry(namespace_id)
         with entry.lock:  # searches wait for the cache patch instead of reloading meanwhile
             try:
                 prev, new, removed = self._db.transaction_sync(
-                    self._write_rows, namespace_id, batch, write_id, what="write a document"
+                    self._write_rows, namespace_id, batches, write_ids, what="write documents"
                 )
             except BaseException:
                 if embedded:
-                    self._compensate(namespace_id, write_id)
+                    self._compensate(namespace_id, ids)
                 raise
             self._chunk_vectors.apply(entry, prev, new, [c.id for c in embedded], matrix, removed)
-        if batch.replaces:
+        if any(b.replaces for b in batches):
             self._apply_deletes(namespace_id)
 
     def _write_rows(
-        self, conn: sqlite3.Connection, namespace_id: str, batch: WriteBatch, write_id: str
+        self,
+        conn: sqlite3.Connection,
+        namespace_id: str,
+        batches: list[WriteBatch],
+        write_ids: dict[str, str],
     ) -> tuple[int, int, list[str]]:
         require_namespace(conn, namespace_id)
         removed: list[str] = []
-        touched: set[str] = set()
-        for old_id in dict.fromkeys(batch.replaces):
-            gone = delete_document_rows(conn, namespace_id, old_id)
-            if gone is None:
-                continue
-            removed += gone[0]
-            touched |= detach_document(conn, namespace_id, old_id, gone[0])
-            _journal(conn, namespace_id, "purge", gone[1])
-        insert_document_rows(conn, namespace_id, batch.document, batch.chunks, write_id)
-        upsert_entities(conn, namespace_id, batch.entities, self.dim)
-        insert_mentions(conn, namespace_id, batch.mentions)
-        upsert_relationships(conn, namespace_id, batch.relationships)
-        given = {e.id for e in batch.entities}
-        remove_orphans(conn, namespace_id, touched - given)
-        refresh_mention_counts(conn, namespace_id, given | {m.entity_id for m in batch.mentions})
-        _unjournal(conn, namespace_id, "add", write_id)
+        for batch in batches:
+            touched: set[str] = set()
+            for old_id in dict.fromkeys(batch.replaces):
+                gone = delete_document_rows(conn, namespace_id, old_id)
+                if gone is None:
+                    continue
+                removed += gone[0]
+                touched |= detach_document(conn, namespace_id, old_id, gone[0])
+                _journal(conn, namespace_id, "purge", gone[1])
+            insert_document_rows(
+                conn, namespace_id, batch.document, batch.chunks, write_ids[batch.document.id]
+            )
+            upsert_entities(conn, namespace_id, batch.entities, self.dim)
+            insert_mentions(conn, namespace_id, batch.mentions)
+            upsert_relationships(conn, namespace_id, batch.relationships)
+            given = {e.id for e in batch.entities}
+            remove_orphans(conn, namespace_id, touched - given)
+            refresh_mention_counts(conn, namespace_id, given | {m.entity_id for m in batch.mentions})
+        _unjournal_all(conn, namespace_id, "add", list(write_ids.values()))
         prev, new = bump_versions(conn, namespace_id, vectors=True, graph=True)
         return prev, new, removed
 
-    def _compensate(self, namespace_id: str, write_id: str) -> None:
+    def _compensate(self, namespace_id: str, write_ids: list[str]) -> None:
         """Remove a failed write's vectors; on failure the journal retries at next open."""
         try:
-            self._lance.delete_write(namespace_id, write_id)
-            self._db.transaction_sync(_unjournal, namespace_id, "add", write_id, what="clear the journal")
+            self._lance.delete_write(namespace_id, write_ids)
+            self._db.transaction_sync(
+                _unjournal_all, namespace_id, "add", write_ids, what="clear the journal"
+            )
         except Exception:
             log.exception(
-                "Could not remove the vectors of failed write %s; they will be removed on next open", write_id
+                "Could not remove the vectors of failed writes %s; they will be removed on next open",
+                write_ids,
             )
 
     def _apply_deletes(self, namespace_id: str | None = None) -> None:

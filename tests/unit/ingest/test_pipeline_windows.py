@@ -214,3 +214,44 @@ async def test_a_batch_scoped_skeleton_picks_the_core_among_all_chunks(
     # A non-core passage still links to the names the batch knows (keyword links).
     assert all(r.entity_count > 0 for r in results)
     assert single.core_chunk_count == 1  # one document: its own core, as before
+
+
+async def test_a_window_lands_in_one_write_and_a_rejected_item_costs_only_itself(
+    kb: Khora, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window is written with one ``write_many``; when the store rejects one document of
+    it, the others are written one by one and only that item reports the error."""
+    stack = kb.engine.stack
+    groups: list[int] = []
+    write_many = stack.write_many
+
+    async def counting(namespace_id: str, batches: Sequence[Any]) -> None:
+        groups.append(len(batches))
+        await write_many(namespace_id, batches)
+
+    check = stack._check_batch
+
+    def rejecting(namespace_id: str, batch: Any) -> None:
+        if "REJECT" in batch.document.content:
+            raise InvalidInputError("the store rejects this document")
+        check(namespace_id, batch)
+
+    monkeypatch.setattr(stack, "write_many", counting)
+    monkeypatch.setattr(stack, "_check_batch", rejecting)
+    ns = (await kb.create_namespace("w")).namespace_id
+    items: list[Any] = [{"content": _passage(i)} for i in range(40)]
+    outcomes = await kb.remember_batch(items, namespace=ns)
+    assert all(isinstance(o, RememberResult) for o in outcomes)
+    assert groups == [40]
+
+    groups.clear()
+    items = [{"content": f"Batch two, report {i}. Maya Chen visited Lisbon."} for i in range(10)]
+    items[4] = {"content": "REJECT this report about Maya Chen."}
+    outcomes = await kb.remember_batch(items, namespace=ns)
+    assert groups == [10] + [1] * 10  # tried as one group, then one by one
+    assert isinstance(outcomes[4], InvalidInputError) and "rejects" in str(outcomes[4])
+    assert all(isinstance(o, RememberResult) for i, o in enumerate(outcomes) if i != 4)
+    stats = await kb.stats(ns)
+    assert stats.documents == 49
+    (maya,) = await stack.graph.find_entities_by_name(ns, ["Maya Chen"])
+    assert maya.mention_count == 49
