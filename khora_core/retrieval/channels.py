@@ -175,20 +175,27 @@ async def graph_channel(
             if hit.score >= config.retriever_min_entity_similarity:
                 seeds.setdefault(hit.entity.id, (hit.entity.name, float(hit.score), "vector"))
     quality = graph_quality(s for _, s, _ in seeds.values())
-    # Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
-    # are where a second hop starts ("the startup where X worked" -> that startup's passages).
-    passage_seeds: dict[str, float] = {}
-    if query_vector is not None and PASSAGE_SEEDS > 0:
-        if passages is not None:
-            nearest = (await passages).hits[:PASSAGE_SEEDS]
-        else:
-            page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
-            nearest = page.hits
-        by_chunk = await graph.entities_for_chunks(namespace_id, [h.chunk.id for h in nearest])
-        for h in nearest:
-            for ent in by_chunk.get(h.chunk.id, []):
-                if ent.id not in seeds and ent.type != "DATE":
-                    passage_seeds[ent.id] = max(passage_seeds.get(ent.id, 0.0), 0.5 * float(h.score))
+    # The walk from the entry entities and the passage seeds (below) run together.
+    depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
+    walk: asyncio.Task[Any] | None = None
+    if depth > 0:
+        walk = asyncio.ensure_future(
+            graph.neighbourhood(
+                namespace_id,
+                list(seeds),
+                depth=depth,
+                max_fanout=config.graph_max_fanout,
+                max_entities=config.retriever_max_entities,
+            )
+        )
+    try:
+        passage_seeds = await _passage_seeds(stack, namespace_id, query_vector, seeds, passages, filter)
+        hood = await walk if walk is not None else None
+    except BaseException:
+        if walk is not None:
+            walk.cancel()
+            await asyncio.gather(walk, return_exceptions=True)
+        raise
     info: dict[str, Any] = {
         "entry_entities": [
             {"id": i, "name": n, "score": round(s, 4), "how": h} for i, (n, s, h) in seeds.items()
@@ -200,16 +207,8 @@ async def graph_channel(
         info.update(depth=0, expanded=0)
         return ChannelResult("graph", elapsed_ms=(time.perf_counter() - started) * 1000.0, info=info)
 
-    depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
     rings: dict[int, list[str]] = {}
-    if depth > 0:
-        hood = await graph.neighbourhood(
-            namespace_id,
-            list(seeds),
-            depth=depth,
-            max_fanout=config.graph_max_fanout,
-            max_entities=config.retriever_max_entities,
-        )
+    if hood is not None:
         far = sorted(
             ((eid, d) for eid, d in hood.distance.items() if eid not in seeds and d > 0), key=lambda p: p[1]
         )[: config.retriever_max_entities]
@@ -266,6 +265,33 @@ async def graph_channel(
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         info=info,
     )
+
+
+async def _passage_seeds(
+    stack: StorageStack,
+    namespace_id: str,
+    query_vector: Sequence[float] | None,
+    seeds: dict[str, tuple[str, float, str]],
+    passages: Awaitable[ChannelResult] | None,
+    filter: RecallFilter | None,
+) -> dict[str, float]:
+    """Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
+    are where a second hop starts ("the startup where X worked" -> that startup's passages);
+    each scores half its passage's similarity."""
+    if query_vector is None or PASSAGE_SEEDS <= 0:
+        return {}
+    if passages is not None:
+        nearest = (await passages).hits[:PASSAGE_SEEDS]
+    else:
+        page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
+        nearest = page.hits
+    by_chunk = await stack.graph.entities_for_chunks(namespace_id, [h.chunk.id for h in nearest])
+    out: dict[str, float] = {}
+    for h in nearest:
+        for ent in by_chunk.get(h.chunk.id, []):
+            if ent.id not in seeds and ent.type != "DATE":
+                out[ent.id] = max(out.get(ent.id, 0.0), 0.5 * float(h.score))
+    return out
 
 
 @dataclass

@@ -198,6 +198,19 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
         assert [h.entity.id for h in hits] == [h.entity.id for h in single]
         assert [round(h.score, 5) for h in hits] == [round(h.score, 5) for h in single]
 
+    chunk_ids_all = [
+        cid for m in (await stack.graph.chunk_mentions(namespace, ids, per_entity=50)).values() for cid in m
+    ]
+    by_chunk = await stack.graph.entities_for_chunks(namespace, chunk_ids_all)
+    mentioned = {e.id for ents in by_chunk.values() for e in ents}
+    expected_rels = await stack.graph.relationships_among(namespace, list(mentioned), limit=1000)
+    assert expected_rels
+    got_rels = await stack.graph.relationships_for_chunks(namespace, chunk_ids_all)
+    assert [r.id for r in got_rels] == [r.id for r in expected_rels]
+    assert [r.id for r in await stack.graph.relationships_for_chunks(namespace, chunk_ids_all, limit=2)] == [
+        r.id for r in expected_rels[:2]
+    ]
+
     query = (await stack.graph.get_entities(namespace, ids[:1]))[0].embedding
     chunk_ids = [cid for m in mentions.values() for cid in m]
     stored = await stack.vectors.embeddings(namespace, chunk_ids)
@@ -211,6 +224,7 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
     other = await kb.create_namespace("other", namespace_id=f"other-{uuid.uuid4().hex[:8]}")
     try:
         assert await stack.graph.chunk_mentions(other.namespace_id, ids, per_entity=5) == {}
+        assert await stack.graph.relationships_for_chunks(other.namespace_id, chunk_ids_all) == []
         assert await stack.vectors.similarities(other.namespace_id, query, chunk_ids) == {}
         assert await stack.graph.search_entities_by_vectors(other.namespace_id, vectors, limit=4) == [
             [] for _ in vectors

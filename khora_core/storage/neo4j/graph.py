@@ -70,6 +70,17 @@ RETURN properties(r) AS r, s.id AS source_id, t.id AS target_id
 ORDER BY r.weight DESC, r.id LIMIT $limit
 """
 
+_RELATIONSHIPS_FOR_CHUNKS = """
+MATCH (c:Chunk {namespace_id: $ns})<-[:MENTIONED_IN]-(e:Entity {namespace_id: $ns})
+WHERE c.id IN $ids
+WITH collect(DISTINCT e) AS ents
+UNWIND ents AS s
+MATCH (s)-[r:RELATES]->(t:Entity {namespace_id: $ns})
+WHERE t IN ents
+RETURN properties(r) AS r, s.id AS source_id, t.id AS target_id
+ORDER BY r.weight DESC, r.id LIMIT $limit
+"""
+
 _DOCUMENTS_FOR_ENTITIES = """
 MATCH (e:Entity {namespace_id: $ns})-[:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
 WHERE e.id IN $ids
@@ -350,6 +361,20 @@ class Neo4jGraphStore:
             return []
         rows = await self._fetch(
             _RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
+        )
+        return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
+
+    async def relationships_for_chunks(
+        self, namespace_id: str, chunk_ids: Sequence[str], *, limit: int | None = None
+    ) -> list[Relationship]:
+        """Relationships with both ends among the entities mentioned in ``chunk_ids``, heaviest first."""
+        if not chunk_ids:
+            return []
+        rows = await self._fetch(
+            _RELATIONSHIPS_FOR_CHUNKS,
+            ns=namespace_id,
+            ids=list(set(chunk_ids)),
+            limit=2**31 - 1 if limit is None else max(0, limit),
         )
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
 
