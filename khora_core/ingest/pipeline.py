@@ -13,12 +13,15 @@ extract and look up stored entities; embed every entity name of the window that 
 batch has not embedded yet in one call (:class:`~khora_core.ingest.names.NameVectors`,
 seeded with stored entities' embeddings; ``DATE`` names get none); resolve and assemble
 each item's graph in input order, against stored entities and those built earlier in the
-batch (:class:`~khora_core.ingest.names.BatchEntities`); then start the item writes, which
-run while the next window embeds. At most two windows of writes are in flight. Each item
-ends as a ``RememberResult`` or the ``KhoraError`` that stopped it, at its input index: no
-item is lost, and one failure does not stop the others. Items with the same
-``external_id`` are written in input order; an item repeating an earlier item's content
-waits for it and reports it as a duplicate.
+batch (:class:`~khora_core.ingest.names.BatchEntities`); then start the window's write,
+which runs while the next window embeds: ONE ``stack.write_many`` for all its items (one
+transaction per server instead of one per document), retried item by item if the store
+rejects it, so a bad item costs only itself. At most two windows of writes are in flight.
+Each item ends as a ``RememberResult`` or the ``KhoraError`` that stopped it, at its input
+index: no item is lost, and one failure does not stop the others. Items with the same
+``external_id`` are written in input order (a later one is written on its own, after the
+earlier one); an item repeating an earlier item's content waits for it and reports it as a
+duplicate.
 
 A core chunk whose extraction fails is still stored, flagged ``needs_extraction``, and
 listed in ``RememberResult.extraction_failed_chunk_ids``.
@@ -384,6 +387,9 @@ class IngestPipeline:
                 built.add(work.graph.entities)
             except Exception as exc:
                 settle(work, as_khora_error(exc, work.index))
+            # The stored entities (384 floats each) live on in the graph and the name cache;
+            # the window's items may wait a while for their write.
+            work.stored, work.candidates = [], []
         ready = [w for w in works if w.outcome is None and w.graph is not None]
         try:
             await names.ensure(n for w in ready if w.graph is not None for n in names_to_embed(w.graph))

@@ -48,3 +48,13 @@ async def test_unknown_model_fails_offline_with_a_clear_error() -> None:
 
     with pytest.raises(ConfigError, match="KHORA_EMBEDDING_MODEL"):
         await SentenceTransformerEmbedder("no-such-org/no-such-model-xyz").embed_query("x")
+
+
+async def test_long_texts_in_smaller_batches_give_the_same_vectors() -> None:
+    embedder = SentenceTransformerEmbedder()
+    long = "The committee met in Geneva to review the treaty and its annexes. " * 40
+    texts = [f"{i} {long[: 60 * (i + 1)]}" for i in range(12)] + ["Acme", "Maya Chen", "Lisbon"]
+    got = np.asarray(await embedder.embed_documents(texts))
+    model, _ = embedder._model()
+    plain = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    assert got.shape == plain.shape and np.allclose(got, plain, atol=1e-5)
