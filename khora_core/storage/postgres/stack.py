@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 __all__ = ["PostgresNeo4jStack"]
 
 
+#: Documents per Neo4j transaction in ``write_many``.
+GRAPH_WRITE_SLICE = 64
+
+
 class _RowCheckedGraph:
     """The Neo4j graph store, with chunk results re-read from PostgreSQL (see module doc)."""
 
@@ -117,12 +121,18 @@ class PostgresNeo4jStack:
         if not batches:
             return
         await self.documents.write_rows_many(namespace_id, batches)
+        landed: list[WriteBatch] = []
         try:
-            await self._neo4j.write_batches(namespace_id, batches)
+            # Neo4j in slices: one huge transaction is slower than a few mid-sized ones.
+            for lo in range(0, len(batches), GRAPH_WRITE_SLICE):
+                part = batches[lo : lo + GRAPH_WRITE_SLICE]
+                await self._neo4j.write_batches(namespace_id, part)
+                landed += part
         except BaseException:
             for batch in batches:
                 await self.documents.delete_document_rows(namespace_id, batch.document.id)
-                for old in batch.replaces:
+                stale = [*batch.replaces, *([batch.document.id] if batch in landed else [])]
+                for old in stale:
                     try:
                         await self._neo4j.delete_document(namespace_id, old)
                     except Exception:  # the rows are gone already; stale graph data is unreachable
