@@ -47,10 +47,10 @@ from khora_core.ingest.graph_build import assemble_graph, attach_embeddings, nam
 from khora_core.ingest.inputs import RememberInput, prepare_input
 from khora_core.ingest.items import BatchOutcome, WorkItem, as_khora_error, windows
 from khora_core.ingest.names import BatchEntities, NameVectors
-from khora_core.ingest.records import document_records
 from khora_core.ingest.resolve import EntityResolver
 from khora_core.ingest.skeleton import select_core_chunks
-from khora_core.models import RememberResult, WriteBatch
+from khora_core.ingest.writes import write_window
+from khora_core.models import RememberResult
 from khora_core.storage.protocols import StorageStack
 
 __all__ = ["BatchOutcome", "IngestPipeline"]
@@ -298,8 +298,12 @@ class IngestPipeline:
                 writes.append(
                     [
                         asyncio.ensure_future(
-                            self._write_window(
-                                [w for w in ready if w.outcome is None], namespace_id, write_limit, settle
+                            write_window(
+                                self.stack,
+                                [w for w in ready if w.outcome is None],
+                                namespace_id,
+                                write_limit,
+                                settle,
                             )
                         )
                     ]
@@ -442,88 +446,6 @@ class IngestPipeline:
             or ChunkExtraction(chunk_id=cid, failed=True, error="extractor returned no result")
             for cid, _ in pairs
         }
-
-    async def _write_window(
-        self, works: list[WorkItem], namespace_id: str, limit: asyncio.Semaphore, settle: Any
-    ) -> None:
-        """Land a window's items with one ``stack.write_many``. Items that must wait for an
-        earlier item with the same ``external_id`` are written one by one after it; if the
-        grouped write fails, every item is retried alone, so a bad item costs only itself."""
-        grouped = [w for w in works if w.after is None]
-        alone = [w for w in works if w.after is not None]
-        if len(grouped) > 1:
-            try:
-                batches = list(await asyncio.gather(*(self._batch(w, namespace_id, limit) for w in grouped)))
-                await self.stack.write_many(namespace_id, batches)
-            except Exception as exc:
-                logger.info(
-                    "grouped write of %d documents failed (%s); writing them one by one", len(grouped), exc
-                )
-            else:
-                for work, batch in zip(grouped, batches, strict=True):
-                    settle(work, self._result(work, batch))
-                grouped = []
-        await asyncio.gather(*(self._write(w, namespace_id, limit, settle) for w in grouped + alone))
-
-    async def _write(self, work: WorkItem, namespace_id: str, limit: asyncio.Semaphore, settle: Any) -> None:
-        """Land one item with its own ``stack.write`` (after an earlier same-``external_id`` item)."""
-        try:
-            if work.after is not None:
-                await work.after.wait()
-            batch = await self._batch(work, namespace_id, limit)
-            async with limit:
-                await self.stack.write(namespace_id, batch)
-            outcome: BatchOutcome = self._result(work, batch)
-        except Exception as exc:  # keep the batch going; report it on the item
-            outcome = as_khora_error(exc, work.index)
-        settle(work, outcome)
-
-    async def _batch(self, work: WorkItem, namespace_id: str, limit: asyncio.Semaphore) -> WriteBatch:
-        """The item's ``WriteBatch``, replacing the stored versions of its ``external_id``."""
-        inp = work.inp
-        graph = work.graph
-        assert graph is not None
-        failed = {cid for cid, ex in work.extractions.items() if ex.failed}
-        document, chunks = document_records(
-            inp,
-            namespace_id=namespace_id,
-            document_id=work.document_id,
-            content_hash=work.hash,
-            created_at=work.created_at,
-            chunk_ids=work.chunk_ids,
-            spans=work.spans,
-            vectors=work.vectors,
-            core=set(work.core or []),
-            needs_extraction=failed,
-        )
-        replaces: list[str] = []
-        if inp.external_id:
-            async with limit:
-                previous = await self.stack.documents.find_documents_by_external_id(
-                    namespace_id, inp.external_id
-                )
-            replaces = [d.id for d in previous if d.id != work.document_id]
-        return WriteBatch(
-            document=document,
-            chunks=chunks,
-            entities=graph.entities,
-            mentions=graph.mentions,
-            relationships=graph.relationships,
-            replaces=replaces,
-        )
-
-    @staticmethod
-    def _result(work: WorkItem, batch: WriteBatch) -> RememberResult:
-        return RememberResult(
-            document_id=work.document_id,
-            namespace_id=batch.document.namespace_id,
-            chunk_ids=list(work.chunk_ids),
-            entity_count=len(batch.entities),
-            relationship_count=len(batch.relationships),
-            replaced_document_ids=list(batch.replaces),
-            extraction_failed_chunk_ids=[c.id for c in batch.chunks if c.needs_extraction],
-            core_chunk_count=len(work.core or []),
-        )
 
 
 def _progress_bar(total: int) -> Any:
