@@ -82,15 +82,18 @@ class CachedEmbedder:
         return (await self._embed([text], "q"))[0]
 
 
-def preset_sections(name: str, **query: Any) -> dict[str, Any]:
+def preset_sections(name: str, *, skeleton_scope: str | None = None, **query: Any) -> dict[str, Any]:
     """``KhoraConfig`` sections of the named read-path preset (``retrieval.presets``), with
-    extra ``query`` settings on top (benchmarks turn the adaptive limit off)."""
+    extra ``query`` settings on top (benchmarks turn the adaptive limit off) and, when given,
+    the write path's ``skeleton_scope``."""
     from khora_core.retrieval.presets import PRESETS
 
     if name not in PRESETS:
         raise SystemExit(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
     sections = PRESETS[name].config_kwargs()
     sections["query"] = {**sections["query"], **query}
+    if skeleton_scope is not None:
+        sections["vectorcypher"] = sections["vectorcypher"].model_copy(update={"skeleton_scope": skeleton_scope})
     return sections
 
 

@@ -127,7 +127,7 @@ async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     embedder = CachedEmbedder()
-    for stack, cfg in stack_configs(args.stack, **preset_sections(args.preset, adaptive_limit=False)).items():
+    for stack, cfg in stack_configs(args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False)).items():
         print(f"\n# stack: {stack}, preset: {args.preset}")
         async with Khora(config=cfg, embedder=embedder) as kb:
             await run(kb, SearchMode(args.mode), args.max_questions)
@@ -139,6 +139,12 @@ def main() -> None:
     parser.add_argument("--mode", default="hybrid")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")
+    parser.add_argument(
+        "--skeleton-scope",
+        choices=["document", "batch"],
+        default=None,
+        help="VectorCypherConfig.skeleton_scope (default: the configured one)",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

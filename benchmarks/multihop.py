@@ -73,7 +73,7 @@ async def run_dataset(kb: Khora, name: str, max_questions: int | None) -> dict[s
 async def main_async(args: argparse.Namespace) -> None:
     embedder = CachedEmbedder()
     datasets = [d for d in args.datasets.split(",") if d]
-    configs = stack_configs(args.stack, **preset_sections(args.preset, adaptive_limit=False))
+    configs = stack_configs(args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False))
     results: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
     for stack, cfg in configs.items():
         async with Khora(config=cfg, embedder=embedder) as kb:
@@ -104,6 +104,12 @@ def main() -> None:
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")
+    parser.add_argument(
+        "--skeleton-scope",
+        choices=["document", "batch"],
+        default=None,
+        help="VectorCypherConfig.skeleton_scope (default: the configured one)",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

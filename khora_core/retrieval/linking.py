@@ -18,6 +18,7 @@ itself (the graph channel's vector entry points): every vector goes in one store
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +93,7 @@ async def link_entities(
     fuzzy_threshold: float = 85.0,
     candidates_per_mention: int = 10,
     list_fallback_limit: int = 1000,
-    query_vector: Sequence[float] | None = None,
+    query_vector: Sequence[float] | Awaitable[Sequence[float] | None] | None = None,
     query_limit: int = 0,
 ) -> Linking:
     """Link mentions to entities of ``namespace_id``.
@@ -107,8 +108,10 @@ async def link_entities(
         fuzzy_threshold: lowest rapidfuzz ratio (0-100) for a fuzzy match.
         candidates_per_mention: entity vector hits fetched per mention.
         list_fallback_limit: entities listed for fuzzy matching when vector search finds none.
-        query_vector: the question's embedding; with ``query_limit`` > 0, its nearest
-            entities come back as ``Linking.nearest``.
+        query_vector: the question's embedding, or an awaitable of it still being
+            computed (awaited only after the exact lookup and the mentions' embedding, so
+            those overlap it); with ``query_limit`` > 0, its nearest entities come back as
+            ``Linking.nearest``.
         query_limit: how many nearest entities of the question to return.
 
     Returns:
@@ -116,7 +119,6 @@ async def link_entities(
         appears once), best first, and the question's nearest entities.
     """
     mentions = list(dict.fromkeys(m.strip() for m in mentions if m and m.strip()))
-    want_nearest = query_vector is not None and query_limit > 0
     best: dict[str, LinkedEntity] = {}
 
     def keep(link: LinkedEntity) -> None:
@@ -143,6 +145,9 @@ async def link_entities(
                 matched.add(mention)
     rest = [m for m in mentions if m not in matched]
 
+    if inspect.isawaitable(query_vector):
+        query_vector = await query_vector
+    want_nearest = query_vector is not None and query_limit > 0
     vectors: list[Sequence[float]] = [mention_vectors[m] for m in rest if m in mention_vectors]
     if want_nearest:
         vectors.append(query_vector)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from khora_core.config import KhoraConfig
 from khora_core.embedding.base import Embedder
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from khora_core.llm.client import LLMClient
 
 __all__ = ["RecallPipeline"]
+
+_T = TypeVar("_T")
 
 
 def _aware(dt: datetime) -> datetime:
@@ -171,7 +173,24 @@ class RecallPipeline:
                 )
                 started_tasks.append(keyword_task)
 
-            # 3. the question's vector; the vector channel starts as soon as it is there
+            # 3. link the question's entities: the exact lookup and the mentions' embedding
+            # start now, while the question is still being embedded
+            link_task: asyncio.Task[Any] | None = None
+            if "graph" in names:
+                link_task = asyncio.ensure_future(
+                    link_entities(
+                        self.stack.graph,
+                        namespace_id,
+                        u.entity_mentions,
+                        embedder=self.embedder,
+                        min_similarity=vc.retriever_min_entity_similarity,
+                        query_vector=_shielded(qvec_task) if qvec_task is not None else None,
+                        query_limit=decision.entry_entities,
+                    )
+                )
+                started_tasks.append(link_task)
+
+            # 4. the question's vector; the vector channel starts as soon as it is there
             t = time.perf_counter()
             qvec = await qvec_task if qvec_task is not None else None
             timings["embed_ms"] = _ms(t)
@@ -184,20 +203,12 @@ class RecallPipeline:
                 )
                 started_tasks.append(vector_task)
 
-            # 4. link the question's entities (while the vector channel runs)
+            # linking finishes while the vector channel runs
             t = time.perf_counter()
             linked: list[LinkedEntity] = []
             nearest: list[EntityHit] | None = None
-            if "graph" in names:
-                linking = await link_entities(
-                    self.stack.graph,
-                    namespace_id,
-                    u.entity_mentions,
-                    embedder=self.embedder,
-                    min_similarity=vc.retriever_min_entity_similarity,
-                    query_vector=qvec,
-                    query_limit=decision.entry_entities,
-                )
+            if link_task is not None:
+                linking = await link_task
                 linked = list(linking.links)
                 nearest = list(linking.nearest) if qvec is not None else None
             timings["link_ms"] = _ms(t)
@@ -375,8 +386,8 @@ class RecallPipeline:
         )
 
 
-async def _shielded(task: asyncio.Task[ChannelResult]) -> ChannelResult:
-    """Await a shared channel task without cancelling it for its other waiter."""
+async def _shielded(task: asyncio.Future[_T]) -> _T:
+    """Await a shared task without cancelling it for its other waiter."""
     return await asyncio.shield(task)
 
 

@@ -96,8 +96,8 @@ RETURN eid, top
 """
 
 _TIME_NODES = """
-MATCH (c:Chunk {namespace_id: $ns, id: $id})-[:AT_TIME]->(t:TimeNode {namespace_id: $ns})
-USING INDEX c:Chunk(namespace_id, id)
+MATCH (c:Chunk {namespace_id: $ns, id: $id})-[:AT_TIME]->(t)
+WHERE t.namespace_id = $ns
 RETURN t.key AS key ORDER BY key
 """
 

@@ -17,6 +17,7 @@ what makes Neo4j report a deadlock (and retry the whole transaction).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from neo4j import AsyncManagedTransaction
@@ -46,10 +47,14 @@ UNWIND $rows AS row
 MERGE (c:Chunk {namespace_id: $ns, id: row.id})
 SET c = row
 WITH c
-OPTIONAL MATCH (c)-[old:AT_TIME]->(t:TimeNode {namespace_id: $ns})
+OPTIONAL MATCH (c)-[old:AT_TIME]->(t)
+WHERE t.namespace_id = $ns
 DELETE old
 RETURN collect(DISTINCT t.key) AS old_keys
 """
+
+# Time nodes are reached from their chunk, never sought by label: with the label in the
+# pattern the planner seeks every time node of the namespace per chunk (Expand(Into)).
 
 _LINK_TIME = """
 UNWIND $rows AS row
@@ -113,6 +118,14 @@ CREATE (s)-[r:RELATES]->(t)
 SET r = row.props
 """
 
+# A write adds to an entity's mention_count what it adds to its MENTIONED_IN counts (one
+# row per entity): the sum stays exact without re-reading every mention of a busy entity.
+_ADD_MENTION_COUNTS = """
+UNWIND $rows AS row
+MATCH (e:Entity {namespace_id: $ns, id: row.id})
+SET e.mention_count = coalesce(e.mention_count, 0) + row.added
+"""
+
 _REFRESH_MENTION_COUNTS = """
 UNWIND $ids AS id
 MATCH (e:Entity {namespace_id: $ns, id: id})
@@ -124,7 +137,8 @@ SET e.mention_count = total
 _DOCUMENT_LINKS = """
 MATCH (c:Chunk {namespace_id: $ns, document_id: $doc})
 OPTIONAL MATCH (c)<-[:MENTIONED_IN]-(e:Entity {namespace_id: $ns})
-OPTIONAL MATCH (c)-[:AT_TIME]->(t:TimeNode {namespace_id: $ns})
+OPTIONAL MATCH (c)-[:AT_TIME]->(t)
+WHERE t.namespace_id = $ns
 RETURN count(DISTINCT c) AS chunks, collect(DISTINCT e.id) AS mentioned, collect(DISTINCT t.key) AS keys
 """
 
@@ -225,8 +239,13 @@ def _merged_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def merge_relationships_tx(
-    tx: AsyncManagedTransaction, ns: str, relationships: Sequence[Relationship]
+    tx: AsyncManagedTransaction,
+    ns: str,
+    relationships: Sequence[Relationship],
+    written: AbstractSet[str] = frozenset(),
 ) -> None:
+    """Merge relationships by id; ``written``: entity ids merged earlier in this
+    transaction, which need no existence check."""
     rows = sorted(
         unique_by_id([relationship_row(r, ns) for r in relationships]),
         key=lambda r: (r["source_id"], r["target_id"], r["id"]),
@@ -234,7 +253,7 @@ async def merge_relationships_tx(
     if not rows:
         return
     ends = [r["source_id"] for r in rows] + [r["target_id"] for r in rows]
-    await _require(tx, ns, _MISSING_ENTITIES, ends, "Relationships")
+    await _require(tx, ns, _MISSING_ENTITIES, (e for e in ends if e not in written), "Relationships")
     await _run(tx, _MERGE_RELATIONSHIPS, ns=ns, rows=rows)
 
 
@@ -306,13 +325,31 @@ async def write_batches_tx(
 
     entities = [e for b in batches for e in b.entities]
     await merge_entities_tx(tx, ns, entities, embedding_dim)
+    merged = {e.id for e in entities}
     mention_rows = _mention_rows([m for b in batches for m in b.mentions])
     if mention_rows:
-        await _require(tx, ns, _MISSING_ENTITIES, (r["entity_id"] for r in mention_rows), "Mentions")
-        await _require(tx, ns, _MISSING_CHUNKS, (r["chunk_id"] for r in mention_rows), "Mentions")
+        # What this transaction merged exists; only names from outside it are checked.
+        written_chunks = {r["id"] for r in chunk_rows}
+        await _require(
+            tx,
+            ns,
+            _MISSING_ENTITIES,
+            (r["entity_id"] for r in mention_rows if r["entity_id"] not in merged),
+            "Mentions",
+        )
+        await _require(
+            tx,
+            ns,
+            _MISSING_CHUNKS,
+            (r["chunk_id"] for r in mention_rows if r["chunk_id"] not in written_chunks),
+            "Mentions",
+        )
         await _run(tx, _MERGE_MENTIONS, ns=ns, rows=mention_rows)
-    await merge_relationships_tx(tx, ns, [r for b in batches for r in b.relationships])
-    await refresh_mention_counts_tx(tx, ns, [e.id for e in entities] + [r["entity_id"] for r in mention_rows])
+        added: dict[str, int] = {}
+        for r in mention_rows:
+            added[r["entity_id"]] = added.get(r["entity_id"], 0) + r["count"]
+        await _run(tx, _ADD_MENTION_COUNTS, ns=ns, rows=[{"id": k, "added": added[k]} for k in sorted(added)])
+    await merge_relationships_tx(tx, ns, [r for b in batches for r in b.relationships], merged)
 
 
 async def delete_document_tx(tx: AsyncManagedTransaction, ns: str, document_id: str) -> bool:

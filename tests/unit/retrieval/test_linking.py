@@ -1,0 +1,130 @@
+"""Entity linking (``retrieval.linking``) on the real embedded store (SQLite + LanceDB in a
+temp folder), with a deterministic embedder: exact, fuzzy and embedding matches, and the
+question's nearest entities when its vector is still being computed."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from khora_core import Khora, KhoraConfig
+from khora_core.models import Entity
+from khora_core.retrieval.linking import link_entities
+
+DIM = 16
+
+
+class HashEmbedder:
+    """Unit vectors from a hash of the lower-cased text (a phrase in ``SAME`` gets the vector
+    of the name it stands for); records the texts it embeds."""
+
+    name = "hash"
+    dimension = DIM
+    SAME: ClassVar[dict[str, str]] = {"the portuguese capital": "lisbon"}
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def vector(self, text: str) -> list[float]:
+        key = self.SAME.get(text.lower(), text.lower())
+        seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
+        v = np.random.default_rng(seed).standard_normal(DIM)
+        return (v / np.linalg.norm(v)).tolist()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += list(texts)
+        return [self.vector(t) for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self.embed_documents([text]))[0]
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[tuple[Khora, str, HashEmbedder]]:
+    embedder = HashEmbedder()
+    config = KhoraConfig(storage={"data_dir": str(tmp_path / "data"), "database_url": None})
+    kb = await Khora(config=config, embedder=embedder).open()
+    try:
+        ns = (await kb.create_namespace("link")).namespace_id
+        names = [("maya", "Maya Chen", "PERSON"), ("nw", "Northwind Robotics", "ORGANIZATION")]
+        names += [("lis", "Lisbon", "LOCATION")]
+        entities = [
+            Entity(id=i, namespace_id=ns, name=n, type=t, embedding=embedder.vector(n)) for i, n, t in names
+        ]
+        await kb.engine.stack.graph.upsert_graph(ns, entities=entities)
+        yield kb, ns, embedder
+    finally:
+        await kb.aclose()
+
+
+async def test_exact_fuzzy_and_embedding_matches(setup: tuple[Khora, str, HashEmbedder]) -> None:
+    kb, ns, embedder = setup
+    linking = await link_entities(
+        kb.engine.stack.graph,
+        ns,
+        ["maya chen", "Northwnd Robotics", "the Portuguese capital", "  "],
+        embedder=embedder,
+        min_similarity=0.9,
+    )
+    by_id = {link.entity.id: link for link in linking.links}
+    assert set(by_id) == {"maya", "nw", "lis"}
+    assert (by_id["maya"].match, by_id["maya"].score) == ("exact", 1.0)
+    assert by_id["nw"].match == "fuzzy" and 0.85 <= by_id["nw"].score < 1.0
+    assert by_id["lis"].match == "embedding" and by_id["lis"].score == pytest.approx(1.0, abs=1e-5)
+    assert by_id["lis"].mention == "the Portuguese capital"
+    assert [link.score for link in linking.links] == sorted(
+        (link.score for link in linking.links), reverse=True
+    )
+    assert "  " not in embedder.texts and "" not in embedder.texts  # blank mentions are dropped
+
+
+async def test_embedding_match_needs_min_similarity(setup: tuple[Khora, str, HashEmbedder]) -> None:
+    kb, ns, embedder = setup
+    # A phrase that is no name, no close spelling and no near vector links to nothing.
+    linking = await link_entities(
+        kb.engine.stack.graph, ns, ["quarterly revenue"], embedder=embedder, min_similarity=0.9
+    )
+    assert linking.links == []
+
+
+async def test_pending_question_vector_gives_the_same_nearest_entities(
+    setup: tuple[Khora, str, HashEmbedder],
+) -> None:
+    kb, ns, embedder = setup
+    qvec = embedder.vector("Northwind Robotics")
+    direct = await link_entities(
+        kb.engine.stack.graph, ns, ["Maya Chen"], embedder=embedder, query_vector=qvec, query_limit=2
+    )
+    pending: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
+    task = asyncio.ensure_future(
+        link_entities(
+            kb.engine.stack.graph, ns, ["Maya Chen"], embedder=embedder, query_vector=pending, query_limit=2
+        )
+    )
+    # The exact lookup and the mention's embedding go ahead while the vector is pending.
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if embedder.texts.count("Maya Chen") == 2:
+            break
+    assert embedder.texts.count("Maya Chen") == 2 and not task.done()
+    pending.set_result(qvec)
+    linked = await task
+    assert [h.entity.id for h in linked.nearest] == [h.entity.id for h in direct.nearest]
+    assert linked.nearest[0].entity.id == "nw" and linked.nearest[0].score == pytest.approx(1.0, abs=1e-5)
+    assert [(link.entity.id, link.match) for link in linked.links] == [("maya", "exact")]
+
+
+async def test_no_vector_no_nearest(setup: tuple[Khora, str, HashEmbedder]) -> None:
+    kb, ns, embedder = setup
+    pending: asyncio.Future[list[float] | None] = asyncio.get_running_loop().create_future()
+    pending.set_result(None)  # KEYWORD-like: the question has no vector
+    linking = await link_entities(
+        kb.engine.stack.graph, ns, [], embedder=embedder, query_vector=pending, query_limit=3
+    )
+    assert linking.links == [] and linking.nearest == []
