@@ -152,7 +152,11 @@ class GraphStore(Protocol):
 
     async def search_entities_by_vector(
         self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
-    ) -> list[EntityHit]: ...
+    ) -> list[EntityHit]:
+        """Entities by raw cosine similarity of their embedding, best first; a vector with
+        no direction (all zeros) finds nothing."""
+        ...
+
     async def search_entities_by_vectors(
         self,
         namespace_id: str,

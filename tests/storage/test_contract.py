@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 
+import numpy as np
 import pytest
 
 from khora_core import Khora, NamespaceNotFoundError, SearchMode
@@ -191,12 +192,28 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
 
     vectors = [e.embedding for e in await stack.graph.get_entities(namespace, ids[:3]) if e.embedding]
     assert vectors
-    batched = await stack.graph.search_entities_by_vectors(namespace, vectors, limit=4)
-    assert len(batched) == len(vectors)
-    for vector, hits in zip(vectors, batched, strict=True):
+    batched = await stack.graph.search_entities_by_vectors(
+        namespace, [*vectors, [0.0] * len(vectors[0])], limit=4
+    )
+    assert len(batched) == len(vectors) + 1 and batched[-1] == []  # a zero vector has no direction
+    every = [e for e in await stack.graph.get_entities(namespace, ids) if e.embedding]
+    for vector, hits in zip(vectors, batched[:-1], strict=True):
         single = await stack.graph.search_entities_by_vector(namespace, vector, limit=4)
         assert [h.entity.id for h in hits] == [h.entity.id for h in single]
         assert [round(h.score, 5) for h in hits] == [round(h.score, 5) for h in single]
+        # the exact cosine, against a brute-force ranking of the namespace's entities
+        brute = sorted(
+            (
+                (
+                    float(np.dot(vector, e.embedding) / np.linalg.norm(vector) / np.linalg.norm(e.embedding)),
+                    e.id,
+                )
+                for e in every
+            ),
+            key=lambda t: (-t[0], t[1]),
+        )[:4]
+        assert [round(h.score, 4) for h in hits] == [round(c, 4) for c, _ in brute]
+        assert hits[0].entity.embedding is not None
 
     chunk_ids_all = [
         cid for m in (await stack.graph.chunk_mentions(namespace, ids, per_entity=50)).values() for cid in m

@@ -29,6 +29,7 @@ from khora_core.storage.neo4j.search import (
     GET_ENTITIES,
     chunks_for_entities_tx,
     entity_vector_search_tx,
+    entity_vector_searches_tx,
     neighbourhood_tx,
 )
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
@@ -289,10 +290,9 @@ class Neo4jGraphStore:
         """``search_entities_by_vector`` for several vectors, in one read transaction."""
 
         async def work(tx: neo4j.AsyncManagedTransaction) -> list[list[EntityHit]]:
-            return [
-                await entity_vector_search_tx(tx, namespace_id, v, limit, min_similarity, self._dim)
-                for v in vectors
-            ]
+            return await entity_vector_searches_tx(
+                tx, namespace_id, vectors, limit, min_similarity, self._dim
+            )
 
         return await self._read(work) if vectors else []
 

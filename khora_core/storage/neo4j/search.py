@@ -30,6 +30,7 @@ __all__ = [
     "MAX_NEIGHBOURHOOD",
     "chunks_for_entities_tx",
     "entity_vector_search_tx",
+    "entity_vector_searches_tx",
     "neighbourhood_tx",
 ]
 
@@ -79,6 +80,15 @@ CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node
 WITH collect(node) AS nodes
 RETURN size(nodes) AS seen,
        [n IN nodes WHERE n.namespace_id = $ns | [n.id, vector.similarity.cosine(n.embedding, $vector)]] AS hits
+"""
+
+# The same for several vectors in one statement (a vector with no candidate has no row).
+_VECTORS_QUERY = """
+UNWIND range(0, size($vectors) - 1) AS i
+CALL db.index.vector.queryNodes($index, $k, $vectors[i]) YIELD node
+WITH i, collect(node) AS nodes
+RETURN i, size(nodes) AS seen,
+       [n IN nodes WHERE n.namespace_id = $ns | [n.id, vector.similarity.cosine(n.embedding, $vectors[i])]] AS hits
 """
 
 _VECTOR_EXACT = """
@@ -196,6 +206,39 @@ async def chunks_for_entities_tx(
         skip, size = skip + size, size * 4
 
 
+def _query_vector(vector: Sequence[float], dim: int) -> np.ndarray | None:
+    """The vector as float64, None when it has no direction (zero or not finite).
+
+    Raises:
+        InvalidInputError: the wrong dimension.
+    """
+    query = np.asarray([float(x) for x in vector], dtype=np.float64)
+    if query.shape[0] != dim:
+        raise InvalidInputError(
+            f"the query vector has {query.shape[0]} dimensions; entity embeddings have {dim}"
+        )
+    norm = float(np.linalg.norm(query))
+    return query if norm != 0.0 and math.isfinite(norm) else None
+
+
+async def _candidates(
+    tx: AsyncManagedTransaction, ns: str, query: np.ndarray, limit: int, k: int
+) -> list[tuple[str, float]]:
+    """(entity id, index score) candidates of one vector: ``k`` grows until ``limit`` of
+    this namespace are found or the index is exhausted; past ``_MAX_VECTOR_K`` an exact
+    scan of the namespace is cheaper."""
+    params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns, "keep": limit * 4}
+    while True:
+        rows = await _data(tx, _VECTOR_QUERY, k=k, **params)
+        seen, hits = (rows[0]["seen"], rows[0]["hits"]) if rows else (0, [])
+        if len(hits) >= limit or seen < k:
+            return hits
+        if k >= _MAX_VECTOR_K:
+            rows = await _data(tx, _VECTOR_EXACT, **params)
+            return rows[0]["hits"] if rows else []
+        k *= 4
+
+
 async def entity_vector_search_tx(
     tx: AsyncManagedTransaction,
     ns: str,
@@ -204,46 +247,68 @@ async def entity_vector_search_tx(
     min_similarity: float,
     dim: int,
 ) -> list[EntityHit]:
-    """Top entities of the namespace by raw cosine similarity.
+    """Top entities of the namespace by raw cosine similarity (see
+    :func:`entity_vector_searches_tx`)."""
+    return (await entity_vector_searches_tx(tx, ns, [vector], limit, min_similarity, dim))[0]
+
+
+async def entity_vector_searches_tx(
+    tx: AsyncManagedTransaction,
+    ns: str,
+    vectors: Sequence[Sequence[float]],
+    limit: int,
+    min_similarity: float,
+    dim: int,
+) -> list[list[EntityHit]]:
+    """Top entities of the namespace by raw cosine similarity, for each vector.
 
     The index is shared by all namespaces and Neo4j 5 cannot pre-filter it, so ask for
-    ``k`` candidates, keep this namespace's, and grow ``k`` until enough are found or the
-    index is exhausted; past ``_MAX_VECTOR_K`` an exact scan of the namespace is cheaper.
-    The index's own scores are approximate (it may quantise vectors) and only pick
-    candidates; the returned score is the exact raw cosine of the stored floats, computed
-    by the server, and only the returned entities' properties (with embeddings) travel.
+    ``k`` candidates per vector and keep this namespace's: one statement for every vector,
+    then, only for a vector that found too few, ``k`` grows until enough are found or the
+    index is exhausted. The index's own scores are approximate (it may quantise vectors)
+    and only pick candidates; the returned score is the exact raw cosine of the stored
+    floats, computed by the server, and only the returned entities' properties (with
+    embeddings) travel, in one read for all vectors.
+
+    Raises:
+        InvalidInputError: a vector has the wrong dimension.
     """
-    query = np.asarray([float(x) for x in vector], dtype=np.float64)
-    if query.shape[0] != dim:
-        raise InvalidInputError(
-            f"the query vector has {query.shape[0]} dimensions; entity embeddings have {dim}"
+    queries = [_query_vector(v, dim) for v in vectors]
+    if limit <= 0:
+        return [[] for _ in vectors]
+    live = [i for i, q in enumerate(queries) if q is not None]
+    k = max(limit * 4, 50)
+    found: dict[int, list[tuple[str, float]]] = {}
+    if live:
+        rows = await _data(
+            tx,
+            _VECTORS_QUERY,
+            index=VECTOR_INDEX,
+            k=k,
+            ns=ns,
+            vectors=[queries[i].tolist() for i in live],  # type: ignore[union-attr]
         )
-    norm = float(np.linalg.norm(query))
-    if limit <= 0 or norm == 0.0 or not math.isfinite(norm):
-        return []
-    keep = limit * 4
-    k = max(keep, 50)
-    params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns, "keep": keep}
-    while True:
-        rows = await _data(tx, _VECTOR_QUERY, k=k, **params)
-        seen, hits = (rows[0]["seen"], rows[0]["hits"]) if rows else (0, [])
-        if len(hits) >= limit or seen < k:
-            break
-        if k >= _MAX_VECTOR_K:
-            rows = await _data(tx, _VECTOR_EXACT, **params)
-            hits = rows[0]["hits"] if rows else []
-            break
-        k *= 4
-    scored = sorted(
-        ((2.0 * float(s) - 1.0, eid) for eid, s in hits if s is not None), key=lambda t: (-t[0], t[1])
-    )
-    scored = [(cosine, eid) for cosine, eid in scored if cosine >= min_similarity][:limit]
-    if not scored:
-        return []
-    rows = await _data(tx, GET_ENTITIES, ns=ns, ids=[eid for _, eid in scored])
-    found = {r["e"]["id"]: r["e"] for r in rows}
+        first = {int(r["i"]): (int(r["seen"]), r["hits"]) for r in rows}
+        for j, i in enumerate(live):
+            seen, hits = first.get(j, (0, []))
+            if len(hits) >= limit or seen < k:
+                found[i] = hits
+            else:  # too few of this namespace among the candidates: ask for more
+                found[i] = await _candidates(tx, ns, queries[i], limit, k * 4)  # type: ignore[arg-type]
+    scored: dict[int, list[tuple[float, str]]] = {}
+    for i, hits in found.items():
+        ranked = sorted(
+            ((2.0 * float(s) - 1.0, eid) for eid, s in hits if s is not None), key=lambda t: (-t[0], t[1])
+        )
+        scored[i] = [(cosine, eid) for cosine, eid in ranked if cosine >= min_similarity][:limit]
+    ids = sorted({eid for pairs in scored.values() for _, eid in pairs})
+    props = {r["e"]["id"]: r["e"] for r in await _data(tx, GET_ENTITIES, ns=ns, ids=ids)} if ids else {}
+    entities = {eid: entity_from_props(p, with_embedding=True) for eid, p in props.items()}
     return [
-        EntityHit(entity=entity_from_props(found[eid], with_embedding=True), score=cosine)
-        for cosine, eid in scored
-        if eid in found
+        [
+            EntityHit(entity=entities[eid], score=cosine)
+            for cosine, eid in scored.get(i, [])
+            if eid in entities
+        ]
+        for i in range(len(vectors))
     ]

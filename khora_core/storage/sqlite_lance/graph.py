@@ -130,7 +130,10 @@ class SqliteGraphStore:
             scores = np.einsum("ij,kj->ki", matrix, qs)  # one memory pass, no BLAS threads
             k = min(limit, len(ids))
             picks: list[list[tuple[str, float]]] = []
-            for s in scores:
+            for q, s in zip(qs, scores, strict=True):
+                if not np.isfinite(q).all() or not q.any():  # no direction: no cosine, no hit
+                    picks.append([])
+                    continue
                 top = np.argpartition(-s, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
                 top = top[np.lexsort((top, -s[top]))]
                 picks.append([(ids[i], float(s[i])) for i in top if s[i] >= min_similarity])
