@@ -290,7 +290,12 @@ async def test_replaces_and_atomic_failure(
     broken.mentions.append(Mention(entity_id="ghost", chunk_id="d3-c0", document_id="d3"))
     with pytest.raises(InvalidInputError, match="ghost"):
         await store.write_batch(ns, broken)
-    # Nothing of the failed write landed, and the replaced document is still there.
+    # A mention of a chunk neither written here nor stored is refused too.
+    stray = make_batch(ns, "d4", ["x"], entities={"Y": "CONCEPT"}, mentions=[("Y", 0, 1)], replaces=["d2"])
+    stray.mentions.append(stray.mentions[0].model_copy(update={"chunk_id": "ghost-chunk"}))
+    with pytest.raises(InvalidInputError, match="ghost-chunk"):
+        await store.write_batch(ns, stray)
+    # Nothing of the failed writes landed, and the replaced document is still there.
     assert [e.name for e in await store.list_entities(ns)] == ["New"]
     assert await count_nodes(neo4j_driver, ns) == {"Chunk": 1, "Entity": 1, "TimeNode": 0}
 

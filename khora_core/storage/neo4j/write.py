@@ -198,8 +198,16 @@ async def _run(tx: AsyncManagedTransaction, query: str, **params: Any) -> None:
     await result.consume()
 
 
-async def _require(tx: AsyncManagedTransaction, ns: str, query: str, ids: Iterable[str], what: str) -> None:
-    wanted = sorted(set(ids))
+async def _require(
+    tx: AsyncManagedTransaction,
+    ns: str,
+    query: str,
+    ids: Iterable[str],
+    what: str,
+    known: AbstractSet[str] = frozenset(),
+) -> None:
+    """Raise unless every id exists; ``known``: ids written earlier in this transaction."""
+    wanted = sorted(set(ids) - known)
     if not wanted:
         return
     missing = (await _single(tx, query, ns=ns, ids=wanted)).get("missing") or []
@@ -253,7 +261,7 @@ async def merge_relationships_tx(
     if not rows:
         return
     ends = [r["source_id"] for r in rows] + [r["target_id"] for r in rows]
-    await _require(tx, ns, _MISSING_ENTITIES, (e for e in ends if e not in written), "Relationships")
+    await _require(tx, ns, _MISSING_ENTITIES, ends, "Relationships", known=written)
     await _run(tx, _MERGE_RELATIONSHIPS, ns=ns, rows=rows)
 
 
@@ -329,21 +337,10 @@ async def write_batches_tx(
     mention_rows = _mention_rows([m for b in batches for m in b.mentions])
     if mention_rows:
         # What this transaction merged exists; only names from outside it are checked.
-        written_chunks = {r["id"] for r in chunk_rows}
-        await _require(
-            tx,
-            ns,
-            _MISSING_ENTITIES,
-            (r["entity_id"] for r in mention_rows if r["entity_id"] not in merged),
-            "Mentions",
-        )
-        await _require(
-            tx,
-            ns,
-            _MISSING_CHUNKS,
-            (r["chunk_id"] for r in mention_rows if r["chunk_id"] not in written_chunks),
-            "Mentions",
-        )
+        entity_ids = (r["entity_id"] for r in mention_rows)
+        await _require(tx, ns, _MISSING_ENTITIES, entity_ids, "Mentions", known=merged)
+        chunk_ids = (r["chunk_id"] for r in mention_rows)
+        await _require(tx, ns, _MISSING_CHUNKS, chunk_ids, "Mentions", known={r["id"] for r in chunk_rows})
         await _run(tx, _MERGE_MENTIONS, ns=ns, rows=mention_rows)
         added: dict[str, int] = {}
         for r in mention_rows:
