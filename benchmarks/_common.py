@@ -93,7 +93,9 @@ def preset_sections(name: str, *, skeleton_scope: str | None = None, **query: An
     sections = PRESETS[name].config_kwargs()
     sections["query"] = {**sections["query"], **query}
     if skeleton_scope is not None:
-        sections["vectorcypher"] = sections["vectorcypher"].model_copy(update={"skeleton_scope": skeleton_scope})
+        sections["vectorcypher"] = sections["vectorcypher"].model_copy(
+            update={"skeleton_scope": skeleton_scope}
+        )
     return sections
 
 

@@ -230,7 +230,8 @@ async def main_async(args: argparse.Namespace) -> None:
             wall = pct([m for m, _, _ in recs], 50)
             rows.append([name, label, len(recs), *[round(c, 1) for c in cells], round(wall, 1)])
     print_table(
-        "Stage medians in ms (engine_info timings; wall = the whole recall() call)",
+        "Stage medians in ms (engine_info timings: the wait at each stage, so work overlapping an "
+        "earlier stage, such as linking during the embedding, counts there; wall = the whole recall() call)",
         ["stack", "mode / complexity", "queries", *STAGES, "wall"],
         rows,
     )

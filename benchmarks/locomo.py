@@ -127,7 +127,9 @@ async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
 
 async def main_async(args: argparse.Namespace) -> None:
     embedder = CachedEmbedder()
-    for stack, cfg in stack_configs(args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False)).items():
+    for stack, cfg in stack_configs(
+        args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False)
+    ).items():
         print(f"\n# stack: {stack}, preset: {args.preset}")
         async with Khora(config=cfg, embedder=embedder) as kb:
             await run(kb, SearchMode(args.mode), args.max_questions)

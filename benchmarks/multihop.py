@@ -73,7 +73,9 @@ async def run_dataset(kb: Khora, name: str, max_questions: int | None) -> dict[s
 async def main_async(args: argparse.Namespace) -> None:
     embedder = CachedEmbedder()
     datasets = [d for d in args.datasets.split(",") if d]
-    configs = stack_configs(args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False))
+    configs = stack_configs(
+        args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False)
+    )
     results: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
     for stack, cfg in configs.items():
         async with Khora(config=cfg, embedder=embedder) as kb:

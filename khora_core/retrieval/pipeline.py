@@ -131,6 +131,8 @@ class RecallPipeline:
             InvalidInputError: ``filter`` combined with ``time_window`` (also a ValueError).
         """
         started = time.perf_counter()
+        # Each timing is how long recall() waited at that stage; work that overlaps an
+        # earlier stage (linking starts while the question is embedded) is not counted twice.
         timings: dict[str, float] = {}
         qc, vc = self.config.query, self.config.vectorcypher
         mode = SearchMode(mode)
