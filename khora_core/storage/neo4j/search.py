@@ -222,15 +222,23 @@ def _query_vector(vector: Sequence[float], dim: int) -> np.ndarray | None:
 
 
 async def _candidates(
-    tx: AsyncManagedTransaction, ns: str, query: np.ndarray, limit: int, k: int
+    tx: AsyncManagedTransaction,
+    ns: str,
+    query: np.ndarray,
+    limit: int,
+    k: int,
+    first: tuple[int, list[Any]] | None = None,
 ) -> list[tuple[str, float]]:
     """(entity id, index score) candidates of one vector: ``k`` grows until ``limit`` of
     this namespace are found or the index is exhausted; past ``_MAX_VECTOR_K`` an exact
-    scan of the namespace is cheaper."""
+    scan of the namespace is cheaper. ``first``: (seen, hits) of a query at ``k`` already run."""
     params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns, "keep": limit * 4}
     while True:
-        rows = await _data(tx, _VECTOR_QUERY, k=k, **params)
-        seen, hits = (rows[0]["seen"], rows[0]["hits"]) if rows else (0, [])
+        if first is not None:
+            (seen, hits), first = first, None
+        else:
+            rows = await _data(tx, _VECTOR_QUERY, k=k, **params)
+            seen, hits = (rows[0]["seen"], rows[0]["hits"]) if rows else (0, [])
         if len(hits) >= limit or seen < k:
             return hits
         if k >= _MAX_VECTOR_K:
@@ -289,12 +297,8 @@ async def entity_vector_searches_tx(
             vectors=[queries[i].tolist() for i in live],  # type: ignore[union-attr]
         )
         first = {int(r["i"]): (int(r["seen"]), r["hits"]) for r in rows}
-        for j, i in enumerate(live):
-            seen, hits = first.get(j, (0, []))
-            if len(hits) >= limit or seen < k:
-                found[i] = hits
-            else:  # too few of this namespace among the candidates: ask for more
-                found[i] = await _candidates(tx, ns, queries[i], limit, k * 4)  # type: ignore[arg-type]
+        for j, i in enumerate(live):  # a vector that found too few asks for more on its own
+            found[i] = await _candidates(tx, ns, queries[i], limit, k, first=first.get(j, (0, [])))  # type: ignore[arg-type]
     scored: dict[int, list[tuple[float, str]]] = {}
     for i, hits in found.items():
         ranked = sorted(

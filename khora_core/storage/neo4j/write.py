@@ -42,6 +42,8 @@ __all__ = [
     "write_batches_tx",
 ]
 
+# Time nodes are reached from their chunk, never sought by label: with the label in the
+# pattern the planner seeks every time node of the namespace per chunk (Expand(Into)).
 _UPSERT_CHUNKS = """
 UNWIND $rows AS row
 MERGE (c:Chunk {namespace_id: $ns, id: row.id})
@@ -52,9 +54,6 @@ WHERE t.namespace_id = $ns
 DELETE old
 RETURN collect(DISTINCT t.key) AS old_keys
 """
-
-# Time nodes are reached from their chunk, never sought by label: with the label in the
-# pattern the planner seeks every time node of the namespace per chunk (Expand(Into)).
 
 _LINK_TIME = """
 UNWIND $rows AS row
@@ -250,9 +249,9 @@ async def merge_relationships_tx(
     tx: AsyncManagedTransaction,
     ns: str,
     relationships: Sequence[Relationship],
-    written: AbstractSet[str] = frozenset(),
+    known: AbstractSet[str] = frozenset(),
 ) -> None:
-    """Merge relationships by id; ``written``: entity ids merged earlier in this
+    """Merge relationships by id; ``known``: entity ids merged earlier in this
     transaction, which need no existence check."""
     rows = sorted(
         unique_by_id([relationship_row(r, ns) for r in relationships]),
@@ -261,7 +260,7 @@ async def merge_relationships_tx(
     if not rows:
         return
     ends = [r["source_id"] for r in rows] + [r["target_id"] for r in rows]
-    await _require(tx, ns, _MISSING_ENTITIES, ends, "Relationships", known=written)
+    await _require(tx, ns, _MISSING_ENTITIES, ends, "Relationships", known=known)
     await _run(tx, _MERGE_RELATIONSHIPS, ns=ns, rows=rows)
 
 
@@ -346,7 +345,7 @@ async def write_batches_tx(
         for r in mention_rows:
             added[r["entity_id"]] = added.get(r["entity_id"], 0) + r["count"]
         await _run(tx, _ADD_MENTION_COUNTS, ns=ns, rows=[{"id": k, "added": added[k]} for k in sorted(added)])
-    await merge_relationships_tx(tx, ns, [r for b in batches for r in b.relationships], merged)
+    await merge_relationships_tx(tx, ns, [r for b in batches for r in b.relationships], known=merged)
 
 
 async def delete_document_tx(tx: AsyncManagedTransaction, ns: str, document_id: str) -> bool:

@@ -121,17 +121,17 @@ class PostgresNeo4jStack:
         if not batches:
             return
         await self.documents.write_rows_many(namespace_id, batches)
-        landed: list[WriteBatch] = []
+        landed: set[str] = set()  # documents whose graph part is in Neo4j
         try:
             # Neo4j in slices: one huge transaction is slower than a few mid-sized ones.
             for lo in range(0, len(batches), GRAPH_WRITE_SLICE):
                 part = batches[lo : lo + GRAPH_WRITE_SLICE]
                 await self._neo4j.write_batches(namespace_id, part)
-                landed += part
+                landed.update(b.document.id for b in part)
         except BaseException:
             for batch in batches:
                 await self.documents.delete_document_rows(namespace_id, batch.document.id)
-                stale = [*batch.replaces, *([batch.document.id] if batch in landed else [])]
+                stale = [*batch.replaces, *([batch.document.id] if batch.document.id in landed else [])]
                 for old in stale:
                     try:
                         await self._neo4j.delete_document(namespace_id, old)
