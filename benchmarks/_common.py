@@ -99,6 +99,10 @@ def preset_sections(name: str, *, skeleton_scope: str | None = None, **query: An
     return sections
 
 
+#: What ``--stack`` takes: both stacks, the embedded store, or PostgreSQL + Neo4j.
+STACK_CHOICES = ("all", "sqlite_lance", "postgres")
+
+
 def stack_configs(which: str, **sections: Any) -> dict[str, KhoraConfig]:
     """``{"sqlite_lance": cfg, "postgres": cfg}`` for the stacks asked for (``all`` = both
     when the PostgreSQL/Neo4j env variables are set, as ``make bench-*`` does)."""
@@ -132,7 +136,7 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]
         return f"{v:.3f}" if isinstance(v, float) else str(v)
 
     cells = [[fmt(c) for c in r] for r in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    widths = [max([len(str(h)), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
     print(f"\n## {title}\n")
     print("| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")

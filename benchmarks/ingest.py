@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._common import print_table, stack_configs
+from benchmarks._common import STACK_CHOICES, print_table, stack_configs
 from benchmarks._corpora import corpus_names, passages, peak_rss_mib, remove_dir, reset_peak_rss
 from khora_core import Khora
 from khora_core.embedding.factory import build_embedder
@@ -357,7 +357,7 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="all")
+    parser.add_argument("--stack", default="all", choices=STACK_CHOICES)
     parser.add_argument("--corpus", default="hotpotqa")
     parser.add_argument("--limit", type=int, default=None, help="at most N passages")
     parser.add_argument("--join", type=int, default=1, help="join N consecutive passages into one document")

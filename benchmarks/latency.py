@@ -29,7 +29,7 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from benchmarks._common import pct, print_table, stack_configs
+from benchmarks._common import STACK_CHOICES, pct, print_table, stack_configs
 from benchmarks._corpora import SwitchableEmbedder, corpus_names, passages, questions, remove_dir
 from benchmarks.ingest import chunk_texts
 from khora_core import Khora, SearchMode
@@ -260,7 +260,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="all")
+    parser.add_argument("--stack", default="all", choices=STACK_CHOICES)
     parser.add_argument("--corpus", default="all", help="all, or a comma-separated list of corpora")
     parser.add_argument("--limit", type=int, default=None, help="at most N passages")
     parser.add_argument("--max-questions", type=int, default=None)

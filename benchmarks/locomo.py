@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 
 from benchmarks._common import (
     DATA,
+    STACK_CHOICES,
     CachedEmbedder,
     pct,
     preset_sections,
@@ -137,7 +138,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="sqlite_lance")
+    parser.add_argument("--stack", default="sqlite_lance", choices=STACK_CHOICES)
     parser.add_argument("--mode", default="hybrid")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")

@@ -17,7 +17,15 @@ import argparse
 import asyncio
 import time
 
-from benchmarks._common import DATA, CachedEmbedder, preset_sections, print_table, read_jsonl, stack_configs
+from benchmarks._common import (
+    DATA,
+    STACK_CHOICES,
+    CachedEmbedder,
+    preset_sections,
+    print_table,
+    read_jsonl,
+    stack_configs,
+)
 from khora_core import Khora, SearchMode
 
 DATASETS = ["musique", "2wikimultihopqa", "hotpotqa"]
@@ -102,7 +110,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="all")
+    parser.add_argument("--stack", default="all", choices=STACK_CHOICES)
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from benchmarks._common import CachedEmbedder, pct, print_table, stack_configs
+from benchmarks._common import STACK_CHOICES, CachedEmbedder, pct, print_table, stack_configs
 from benchmarks._corpora import CORPORA, passages, questions, remove_dir
 from khora_core.filters import RecallFilter
 from khora_core.models import Chunk, Document, Namespace, WriteBatch
@@ -283,7 +283,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", default="all")
+    parser.add_argument("--stack", default="all", choices=STACK_CHOICES)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--batch", type=int, default=500, help="chunks per WriteBatch")

@@ -9,16 +9,20 @@
   counts at least once there even if its name is not found verbatim.
 * Relationships: deterministic ids (uuid5 of namespace, source, type, target, document),
   so the same fact stated twice in one document is one edge with ``weight`` = times seen.
-* Entity names get vectors from a batch-scoped :class:`~khora_core.ingest.names.NameVectors`
+* Name vectors come from a batch-scoped :class:`~khora_core.ingest.names.NameVectors`
   (each name embedded at most once per ``remember_batch``; stored entities' embeddings
-  reused); the surface vectors also feed the resolver's embedding check. ``DATE`` entities
-  get no vector: the resolver never compares dates by similarity, and recall links dates
-  by name (the entity vector channel has no use for "March 2024").
+  reused). The resolver asks only for the names whose vector decides a close-spelling
+  merge (:meth:`~khora_core.ingest.resolve.EntityResolver.plan`). Which entities carry a
+  vector of their own is ``IngestConfig.entity_vectors``: ``"all"``, or ``"repeated"``,
+  the entities mentioned in two chunks or more (a new entity that one chunk mentions gets
+  its vector when a later write mentions it again). ``DATE`` entities never get one: the
+  resolver never compares dates by similarity, and recall links dates by name.
 
 The work is split so that a caller can embed the names of many documents in one call:
-:func:`surface_names` (what the resolver needs), :func:`assemble_graph` (sync: resolve,
-link, assemble; entities without their vector), :func:`names_to_embed` and
-:func:`attach_embeddings`. :func:`build_graph` runs the four for one document.
+:func:`resolve_names` (the resolution, embedding the few names it needs),
+:func:`assemble_graph` (sync: link and assemble; entities without their vector),
+:func:`names_to_embed` and :func:`attach_embeddings`. :func:`build_graph` runs the four
+for one document.
 """
 
 from __future__ import annotations
@@ -27,22 +31,34 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
-from khora_core.ingest.extract_base import ChunkExtraction
+from khora_core.ingest.extract_base import ChunkExtraction, ExtractedEntity
 from khora_core.ingest.keywords import KeywordMatcher
 from khora_core.ingest.names import NameVectors
-from khora_core.ingest.resolve import KHORA_ENTITY_NAMESPACE, EntityResolver, ResolvedEntity, normalise_name
+from khora_core.ingest.resolve import (
+    KHORA_ENTITY_NAMESPACE,
+    EntityResolver,
+    Resolution,
+    ResolvedEntity,
+    normalise_name,
+)
 from khora_core.models import Entity, Mention, Relationship
 
 __all__ = [
+    "EntityVectors",
     "GraphParts",
     "assemble_graph",
     "attach_embeddings",
     "build_graph",
+    "extracted_mentions",
     "names_to_embed",
     "relationship_id",
-    "surface_names",
+    "resolve_names",
 ]
+
+#: Which entities carry a name vector (``IngestConfig.entity_vectors``).
+EntityVectors = Literal["all", "repeated"]
 
 
 def relationship_id(
@@ -60,28 +76,47 @@ class GraphParts:
     entities: list[Entity] = field(default_factory=list)
     mentions: list[Mention] = field(default_factory=list)
     relationships: list[Relationship] = field(default_factory=list)
+    #: Ids of the entities that get no vector in this write (``entity_vectors="repeated"``).
+    vectorless: set[str] = field(default_factory=set)
 
 
-def surface_names(extractions: Mapping[str, ChunkExtraction]) -> list[str]:
-    """The extracted names the resolver wants vectors for: all but those only ever typed ``DATE``."""
-    kinds: dict[str, set[str]] = {}
-    for ex in extractions.values():
-        if not ex.failed:
-            for m in ex.entities:
-                kinds.setdefault(m.name, set()).add(m.type)
-    return [name for name, types in kinds.items() if types != {"DATE"}]
+def _wants_vector(ent: Entity, parts: GraphParts) -> bool:
+    return ent.embedding is None and ent.type != "DATE" and ent.id not in parts.vectorless
 
 
 def names_to_embed(parts: GraphParts) -> list[str]:
-    """Names of the entities in ``parts`` that still need a vector (never ``DATE`` ones)."""
-    return list(dict.fromkeys(e.name for e in parts.entities if e.embedding is None and e.type != "DATE"))
+    """Names of the entities in ``parts`` that still need a vector."""
+    return list(dict.fromkeys(e.name for e in parts.entities if _wants_vector(e, parts)))
 
 
 def attach_embeddings(parts: GraphParts, names: NameVectors) -> None:
-    """Give every entity without a vector its name's vector from ``names`` (when held)."""
+    """Give every entity that needs a vector its name's vector from ``names`` (when held)."""
     for ent in parts.entities:
-        if ent.embedding is None and ent.type != "DATE":
+        if _wants_vector(ent, parts):
             ent.embedding = names.as_list(ent.name)
+
+
+def extracted_mentions(extractions: Mapping[str, ChunkExtraction]) -> list[ExtractedEntity]:
+    """Every entity mention of the chunks whose extraction succeeded."""
+    return [e for ex in extractions.values() if not ex.failed for e in ex.entities]
+
+
+async def resolve_names(
+    resolver: EntityResolver,
+    extractions: Mapping[str, ChunkExtraction],
+    existing: Sequence[Entity],
+    names: NameVectors,
+) -> Resolution:
+    """Resolve a document's mentions against ``existing``, embedding only the names whose
+    vector decides a merge (none, for most documents).
+
+    Raises:
+        KhoraError: the embedder failed.
+    """
+    names.seed(existing)
+    plan = resolver.plan(extracted_mentions(extractions), existing=existing)
+    await names.ensure(plan.wanted)
+    return plan.finish(names.mapping(plan.wanted))
 
 
 async def build_graph(
@@ -94,6 +129,7 @@ async def build_graph(
     existing: Sequence[Entity],
     resolver: EntityResolver,
     names: NameVectors,
+    entity_vectors: EntityVectors = "all",
 ) -> GraphParts:
     """Resolve, link and assemble one document, embedding the names it needs.
 
@@ -106,13 +142,11 @@ async def build_graph(
         existing: stored entities whose name or alias matched a candidate name.
         resolver: merges mentions into entities.
         names: the name-vector cache (embeds what it does not hold).
+        entity_vectors: which entities get a vector (see the module docstring).
 
     Raises:
         KhoraError: the embedder failed.
     """
-    names.seed(existing)
-    surface = surface_names(extractions)
-    await names.ensure(surface)
     parts = assemble_graph(
         namespace_id=namespace_id,
         document_id=document_id,
@@ -120,8 +154,8 @@ async def build_graph(
         chunk_texts=chunk_texts,
         extractions=extractions,
         existing=existing,
-        resolver=resolver,
-        vectors=names.mapping(surface),
+        resolution=await resolve_names(resolver, extractions, existing, names),
+        entity_vectors=entity_vectors,
     )
     await names.ensure(names_to_embed(parts))
     attach_embeddings(parts, names)
@@ -136,21 +170,19 @@ def assemble_graph(
     chunk_texts: Sequence[str],
     extractions: Mapping[str, ChunkExtraction],
     existing: Sequence[Entity],
-    resolver: EntityResolver,
-    vectors: Mapping[str, Sequence[float]],
+    resolution: Resolution,
+    entity_vectors: EntityVectors = "all",
 ) -> GraphParts:
-    """Resolve, link and assemble (see the module docstring); no I/O.
+    """Link and assemble (see the module docstring); no I/O.
 
     Entities come back without a vector unless a stored entity already had one; see
     :func:`names_to_embed` and :func:`attach_embeddings`.
 
     Args:
-        vectors: name vectors of the surface names (:func:`surface_names`), for the
-            resolver's embedding check.
+        resolution: the document's mentions resolved against ``existing``
+            (:func:`resolve_names`).
         (others: see :func:`build_graph`)
     """
-    mentions = [e for ex in extractions.values() if not ex.failed for e in ex.entities]
-    resolution = resolver.resolve(mentions, existing=existing, embeddings=vectors)
 
     # Every name that can point at an entity: resolved clusters first, then stored entities.
     targets: dict[str, str] = {}
@@ -235,4 +267,14 @@ def assemble_graph(
                 document_id=document_id,
                 chunk_id=cid,
             )
-    return GraphParts(entities=entities, mentions=mention_rows, relationships=list(relationships.values()))
+    vectorless: set[str] = set()
+    if entity_vectors == "repeated":
+        chunks_of = Counter(eid for counts in per_chunk.values() for eid in counts)
+        # Mentioned before (stored, or earlier in the batch), or here in two chunks: repeated.
+        vectorless = {e.id for e in entities if records[e.id][1] is None and chunks_of[e.id] < 2}
+    return GraphParts(
+        entities=entities,
+        mentions=mention_rows,
+        relationships=list(relationships.values()),
+        vectorless=vectorless,
+    )

@@ -9,14 +9,16 @@ everything (and removes the documents it replaces, same ``external_id``) or noth
 ``remember_batch`` chunks every item first, then works through them in *windows* of
 about one embedding slice of chunks (``max(256, 8 * embedding.batch_size)``). Per window:
 embed its chunks in one call; per item (bounded concurrency) select the skeleton core,
-extract and look up stored entities; embed every entity name of the window that the
-batch has not embedded yet in one call (:class:`~khora_core.ingest.names.NameVectors`,
-seeded with stored entities' embeddings; ``DATE`` names get none); resolve and assemble
-each item's graph in input order, against stored entities and those built earlier in the
-batch (:class:`~khora_core.ingest.names.BatchEntities`); then start the window's write,
-which runs while the next window embeds: ONE ``stack.write_many`` for all its items (one
-transaction per server instead of one per document), retried item by item if the store
-rejects it, so a bad item costs only itself. At most two windows of writes are in flight.
+extract and look up stored entities; resolve and assemble each item's graph in input
+order, against stored entities and those built earlier in the batch
+(:class:`~khora_core.ingest.names.BatchEntities`), embedding only the few names whose
+vector decides a merge; embed the window's entity names that the batch has not embedded
+yet in one call (:class:`~khora_core.ingest.names.NameVectors`, seeded with stored
+entities' embeddings; which entities get one is ``IngestConfig.entity_vectors``, and
+``DATE`` entities never do); then start the window's write, which runs while the next
+window embeds: ONE ``stack.write_many`` for all its items (one transaction per server
+instead of one per document), retried item by item if the store rejects it, so a bad item
+costs only itself. At most two windows of writes are in flight.
 Each item ends as a ``RememberResult`` or the ``KhoraError`` that stopped it, at its input
 index: no item is lost, and one failure does not stop the others. Items with the same
 ``external_id`` are written in input order (a later one is written on its own, after the
@@ -43,7 +45,13 @@ from khora_core.ingest.candidates import candidate_names
 from khora_core.ingest.chunking import TextSpan, chunk_text
 from khora_core.ingest.dedup import content_hash
 from khora_core.ingest.extract_base import ChunkExtraction, Extractor
-from khora_core.ingest.graph_build import assemble_graph, attach_embeddings, names_to_embed, surface_names
+from khora_core.ingest.graph_build import (
+    assemble_graph,
+    attach_embeddings,
+    extracted_mentions,
+    names_to_embed,
+    resolve_names,
+)
 from khora_core.ingest.inputs import RememberInput, prepare_input
 from khora_core.ingest.items import BatchOutcome, WorkItem, as_khora_error, windows
 from khora_core.ingest.names import BatchEntities, NameVectors
@@ -353,7 +361,7 @@ class IngestPipeline:
                 work.extractions = await self._extract(work, work.core)
                 core_set = set(work.core)
                 non_core_text = [s.text for i, s in enumerate(work.spans) if i not in core_set]
-                mentions = [e for ex in work.extractions.values() if not ex.failed for e in ex.entities]
+                mentions = extracted_mentions(work.extractions)
                 work.candidates = candidate_names([m.name for m in mentions], non_core_text)
                 if work.candidates:
                     work.stored = await self.stack.graph.find_entities_by_name(namespace_id, work.candidates)
@@ -363,12 +371,24 @@ class IngestPipeline:
     async def _build_graphs(
         self, works: list[WorkItem], namespace_id: str, names: NameVectors, built: BatchEntities, settle: Any
     ) -> None:
-        """Resolve and assemble each item's graph, in input order, with one embedder call
-        for the window's new surface names and one for the remaining canonical names."""
+        """Resolve and assemble each item's graph, in input order (an item resolves against
+        the entities of the items before it), then embed the window's new entity names in
+        one call.
+
+        The names whose vectors decide a merge are embedded in one call up front, planned
+        against what is known before the window; an item that the earlier items of the
+        window bring a new close pair costs one more, small call.
+        """
         for work in works:
             names.seed(work.stored)
         try:
-            await names.ensure(n for w in works for n in surface_names(w.extractions))
+            await names.ensure(
+                n
+                for w in works
+                for n in self.resolver.plan(
+                    extracted_mentions(w.extractions), existing=[*w.stored, *built.find(w.candidates)]
+                ).wanted
+            )
         except Exception as exc:
             for w in works:
                 settle(w, as_khora_error(exc, w.index))
@@ -385,8 +405,10 @@ class IngestPipeline:
                     chunk_texts=[s.text for s in work.spans],
                     extractions=work.extractions,
                     existing=list(existing.values()),
-                    resolver=self.resolver,
-                    vectors=names.mapping(surface_names(work.extractions)),
+                    resolution=await resolve_names(
+                        self.resolver, work.extractions, list(existing.values()), names
+                    ),
+                    entity_vectors=self.config.ingest.entity_vectors,
                 )
                 built.add(work.graph.entities)
             except Exception as exc:

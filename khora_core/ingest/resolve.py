@@ -26,7 +26,7 @@ import re
 import unicodedata
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +40,7 @@ __all__ = [
     "KHORA_ENTITY_NAMESPACE",
     "EntityResolver",
     "Resolution",
+    "ResolutionPlan",
     "ResolvedEntity",
     "entity_id",
     "normalise_name",
@@ -157,6 +158,12 @@ class Resolution:
 class EntityResolver:
     """Merges entity mentions (see the module docstring).
 
+    Resolution runs in two steps so that a caller embeds only the names it must:
+    :meth:`plan` does every merge that needs no vector and lists, in
+    :attr:`ResolutionPlan.wanted`, the names whose vectors would decide a fuzzy merge (most
+    documents have none); :meth:`ResolutionPlan.finish` takes those vectors and returns
+    the :class:`Resolution`. :meth:`resolve` runs both at once.
+
     Args:
         fuzzy_threshold: rapidfuzz ratio (0-100) above which two names may merge.
         embedding_threshold: cosine above which name embeddings confirm a merge.
@@ -191,57 +198,36 @@ class EntityResolver:
         Returns:
             A :class:`Resolution`. Stored entities with no matching mention are not returned.
         """
-        nodes: dict[str, _Node] = {}
+        return self.plan(mentions, existing=existing).finish(embeddings)
 
-        def node(norm: str) -> _Node:
-            return nodes.setdefault(norm, _Node(norm))
-
+    def plan(self, mentions: Sequence[ExtractedEntity], *, existing: Sequence[Entity] = ()) -> ResolutionPlan:
+        """Every merge that needs no vector, and the names whose vectors decide the rest
+        (arguments as for :meth:`resolve`)."""
+        clusters = _Clusters()
         for ent in existing:  # names before aliases: a name anchors its node
             norm = normalise_name(ent.name)
-            if norm and node(norm).existing is None:
-                nodes[norm].existing = ent
-                nodes[norm].forms[ent.name] += 0
+            if norm and clusters.node(norm).existing is None:
+                clusters.nodes[norm].existing = ent
+                clusters.nodes[norm].forms[ent.name] += 0
         for ent in existing:
             for alias in ent.aliases:
                 norm = normalise_name(alias)
-                if norm and node(norm).existing is None:
-                    nodes[norm].existing = ent
-                    nodes[norm].forms[alias] += 0
+                if norm and clusters.node(norm).existing is None:
+                    clusters.nodes[norm].existing = ent
+                    clusters.nodes[norm].forms[alias] += 0
         mentioned: set[str] = set()
         for m in mentions:
             norm = normalise_name(m.name)
             if not norm:
                 continue
-            n = node(norm)
+            n = clusters.node(norm)
             n.forms[m.name.strip()] += 1
             n.votes[m.type] += 1
             if m.description:
                 n.descriptions.append(m.description)
             mentioned.add(norm)
-
-        keys = list(nodes)
-        parent = {k: k for k in keys}
-        anchor: dict[str, str | None] = {}
-        for k in keys:
-            stored = nodes[k].existing
-            anchor[k] = stored.id if stored is not None else None
-        ctype = {k: nodes[k].type for k in keys}
-
-        def find(k: str) -> str:
-            while parent[k] != k:
-                parent[k] = parent[parent[k]]
-                k = parent[k]
-            return k
-
-        def union(a: str, b: str) -> None:
-            ra, rb = find(a), find(b)
-            if ra == rb or not _compatible(ctype[ra], ctype[rb]):
-                return
-            if anchor[ra] and anchor[rb] and anchor[ra] != anchor[rb]:
-                return  # never merge two stored entities
-            parent[rb] = ra
-            anchor[ra] = anchor[ra] or anchor[rb]
-            ctype[ra] = ctype[ra] if ctype[ra] not in (None, "CONCEPT") else ctype[rb]
+        clusters.freeze()
+        nodes, keys, union = clusters.nodes, clusters.keys, clusters.union
 
         for ent in existing:  # a stored entity's name and aliases are one cluster
             forms = [normalise_name(n) for n in [ent.name, *ent.aliases]]
@@ -264,52 +250,123 @@ class EntityResolver:
             is_acronym = any(f.isupper() and " " not in f for f in nodes[k].forms) and 2 <= len(k) <= 6
             for other in by_initials.get(k, []) if is_acronym else []:
                 union(other, k)
-        self._fuzzy(keys, nodes, union, embeddings)
-        return self._build(keys, nodes, find, mentioned)
+        return ResolutionPlan(self, clusters, mentioned, self._fuzzy_pairs(clusters))
 
-    def _fuzzy(
-        self,
-        keys: list[str],
-        nodes: dict[str, _Node],
-        union: Callable[[str, str], None],
-        embeddings: Mapping[str, Sequence[float]] | None,
-    ) -> None:
+    def _fuzzy_pairs(self, clusters: _Clusters) -> list[tuple[str, str, float]]:
+        """Name pairs within the loose edit-distance ratio (``fuzzy_threshold - 15``) whose
+        digits agree and that are not one cluster already."""
         from rapidfuzz import fuzz, process
 
-        pool = [k for k in keys if len(k) >= 4 and nodes[k].type != "DATE"]
+        pool = [k for k in clusters.keys if len(k) >= 4 and clusters.nodes[k].type != "DATE"]
         if len(pool) < 2:
-            return
-        vectors: dict[str, np.ndarray] = {}
-        if embeddings:
-            for k in pool:
-                vec = next((embeddings[f] for f in nodes[k].forms if f in embeddings), None)
-                if vec is not None:
-                    arr = np.asarray(vec, dtype=np.float32)
-                    norm = float(np.linalg.norm(arr))
-                    if norm > 0:
-                        vectors[k] = arr / norm
-        loose = self.fuzzy_threshold - 15 if vectors else self.fuzzy_threshold
+            return []
+        loose = self.fuzzy_threshold - 15
         scores = process.cdist(pool, pool, scorer=fuzz.ratio, score_cutoff=loose, dtype=np.uint8)
+        pairs = []
         for i, j in zip(*np.nonzero(scores), strict=True):
             if i >= j:
                 continue
             a, b = pool[i], pool[j]
-            if re.findall(r"\d+", a) != re.findall(r"\d+", b):
-                continue
-            ratio = fuzz.ratio(a, b)
-            if a in vectors and b in vectors:
-                if float(vectors[a] @ vectors[b]) < self.embedding_threshold:
-                    continue
-            elif ratio < self.fuzzy_threshold:
-                continue
-            union(a, b)
+            if clusters.find(a) == clusters.find(b):
+                continue  # already one cluster (same name without its title, an acronym)
+            if re.findall(r"\d+", a) == re.findall(r"\d+", b):
+                pairs.append((a, b, fuzz.ratio(a, b)))
+        return pairs
 
-    def _build(
-        self, keys: list[str], nodes: dict[str, _Node], find: Callable[[str], str], mentioned: set[str]
-    ) -> Resolution:
+
+class _Clusters:
+    """Name nodes (by normalised name) and the union-find over them."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, _Node] = {}
+        self.keys: list[str] = []
+        self.parent: dict[str, str] = {}
+        self.anchor: dict[str, str | None] = {}
+        self.ctype: dict[str, str | None] = {}
+
+    def node(self, norm: str) -> _Node:
+        return self.nodes.setdefault(norm, _Node(norm))
+
+    def freeze(self) -> None:
+        """Every node is in: start the union-find."""
+        self.keys = list(self.nodes)
+        for k in self.keys:
+            stored = self.nodes[k].existing
+            self.parent[k] = k
+            self.anchor[k] = stored.id if stored is not None else None
+            self.ctype[k] = self.nodes[k].type
+
+    def find(self, k: str) -> str:
+        parent = self.parent
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        ctype, anchor = self.ctype, self.anchor
+        if ra == rb or not _compatible(ctype[ra], ctype[rb]):
+            return
+        if anchor[ra] and anchor[rb] and anchor[ra] != anchor[rb]:
+            return  # never merge two stored entities
+        self.parent[rb] = ra
+        anchor[ra] = anchor[ra] or anchor[rb]
+        ctype[ra] = ctype[ra] if ctype[ra] not in (None, "CONCEPT") else ctype[rb]
+
+
+class ResolutionPlan:
+    """A resolution waiting for the vectors of :attr:`wanted` (from :meth:`EntityResolver.plan`).
+
+    Use it once: :meth:`finish` completes the merges in place.
+    """
+
+    def __init__(
+        self,
+        resolver: EntityResolver,
+        clusters: _Clusters,
+        mentioned: set[str],
+        pairs: list[tuple[str, str, float]],
+    ) -> None:
+        self._resolver = resolver
+        self._clusters = clusters
+        self._mentioned = mentioned
+        self._pairs = pairs
+        #: The names whose vectors decide a fuzzy merge: one form of each name in a close pair.
+        self.wanted: list[str] = list(
+            dict.fromkeys(next(iter(clusters.nodes[k].forms)) for a, b, _ in pairs for k in (a, b))
+        )
+
+    def finish(self, embeddings: Mapping[str, Sequence[float]] | None = None) -> Resolution:
+        """Merge the close pairs (see the module docstring) and build the :class:`Resolution`.
+
+        Args:
+            embeddings: name vectors by surface name (at least those of :attr:`wanted`);
+                without them, only pairs within ``fuzzy_threshold`` merge.
+        """
+        nodes = self._clusters.nodes
+        vectors: dict[str, np.ndarray] = {}
+        for k in {k for a, b, _ in self._pairs for k in (a, b)} if embeddings else ():
+            vec = next((embeddings[f] for f in nodes[k].forms if f in embeddings), None)
+            if vec is not None:
+                arr = np.asarray(vec, dtype=np.float32)
+                norm = float(np.linalg.norm(arr))
+                if norm > 0:
+                    vectors[k] = arr / norm
+        for a, b, ratio in self._pairs:
+            if a in vectors and b in vectors:
+                if float(vectors[a] @ vectors[b]) < self._resolver.embedding_threshold:
+                    continue
+            elif ratio < self._resolver.fuzzy_threshold:
+                continue
+            self._clusters.union(a, b)
+        return self._build()
+
+    def _build(self) -> Resolution:
+        nodes, mentioned = self._clusters.nodes, self._mentioned
         clusters: dict[str, list[str]] = {}
-        for k in keys:
-            clusters.setdefault(find(k), []).append(k)
+        for k in self._clusters.keys:
+            clusters.setdefault(self._clusters.find(k), []).append(k)
         entities: list[ResolvedEntity] = []
         by_norm: dict[str, ResolvedEntity] = {}
         for members in clusters.values():

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from khora_core import Khora, KhoraConfig
+from khora_core import Khora, KhoraConfig, SearchMode
 from khora_core.errors import InvalidInputError, KhoraError
 from khora_core.ingest.extract_base import ChunkExtraction
 from khora_core.ingest.extract_offline import OfflineExtractor
@@ -66,8 +66,12 @@ def embedder() -> Recording:
     return Recording()
 
 
-async def _open(tmp_path: Path, embedder: Recording, **engine_kwargs: Any) -> Khora:
-    config = KhoraConfig(storage={"data_dir": str(tmp_path / "data"), "database_url": None})
+async def _open(
+    tmp_path: Path, embedder: Recording, *, ingest: dict[str, Any] | None = None, **engine_kwargs: Any
+) -> Khora:
+    config = KhoraConfig(
+        storage={"data_dir": str(tmp_path / "data"), "database_url": None}, ingest=ingest or {}
+    )
     return await Khora(config=config, embedder=embedder, engine_kwargs=engine_kwargs).open()
 
 
@@ -111,10 +115,43 @@ async def test_names_are_embedded_once_across_documents_and_windows(kb: Khora, e
 
 async def test_a_second_batch_reuses_stored_entity_vectors(kb: Khora, embedder: Recording) -> None:
     ns = (await kb.create_namespace("w")).namespace_id
-    await kb.remember_batch([{"content": _passage(0)}], namespace=ns)
+    await kb.remember_batch([{"content": _passage(0)}, {"content": _passage(1)}], namespace=ns)
     embedder.calls.clear()
-    await kb.remember_batch([{"content": _passage(1)}], namespace=ns)
-    assert embedder.texts() == [_passage(1)]  # the names' vectors came from the store
+    await kb.remember_batch([{"content": _passage(2)}], namespace=ns)
+    assert embedder.texts() == [_passage(2)]  # the names' vectors came from the store
+
+
+@pytest.mark.parametrize("setting", ["all", "repeated"])
+async def test_entity_vectors_all_or_once_a_second_chunk_mentions_the_entity(
+    tmp_path: Path, embedder: Recording, setting: str
+) -> None:
+    kb = await _open(tmp_path, embedder, ingest={"entity_vectors": setting})
+    try:
+        ns = (await kb.create_namespace("w")).namespace_id
+
+        async def vectors() -> dict[str, bool]:
+            found = await kb.engine.stack.graph.find_entities_by_name(
+                ns, ["Maya Chen", "Lisbon", "Omar Haddad"]
+            )
+            return {e.name: e.embedding is not None for e in found}
+
+        first = "Maya Chen flew to Lisbon."
+        await kb.remember(first, namespace=ns)
+        if setting == "all":
+            assert await vectors() == {"Maya Chen": True, "Lisbon": True}
+            return
+        assert await vectors() == {"Maya Chen": False, "Lisbon": False}
+        assert embedder.texts() == [first]  # no name was embedded
+        embedder.calls.clear()
+        second = "Maya Chen met Omar Haddad. Omar Haddad stayed."  # Omar: twice, but in one chunk
+        await kb.remember(second, namespace=ns)
+        assert await vectors() == {"Maya Chen": True, "Lisbon": False, "Omar Haddad": False}
+        assert embedder.texts() == [second, "Maya Chen"]
+        # Linking by name still reaches an entity without a vector.
+        result = await kb.recall("Where did Maya Chen fly, Lisbon?", namespace=ns, mode=SearchMode.GRAPH)
+        assert any(first == c.content for c in result.chunks)
+    finally:
+        await kb.aclose()
 
 
 async def test_outcomes_stay_at_their_index_through_failures(tmp_path: Path, embedder: Recording) -> None:

@@ -99,3 +99,27 @@ def test_unmentioned_stored_entities_are_not_returned() -> None:
     res = EntityResolver().resolve([E("Alice", "PERSON")], existing=[stored])
     assert [e.name for e in res.entities] == ["Alice"]
     assert res.entities[0].id("ns") == entity_id("ns", "Alice")
+
+
+def test_the_plan_wants_only_the_names_of_close_pairs() -> None:
+    mentions = [
+        E("Jonathan Smithers", "PERSON"),
+        E("Jonathon Smithers", "PERSON"),  # close to the first: its vector decides
+        E("Dr. Jonathan Smithers", "PERSON"),  # one cluster with the first, close to the second
+        E("Lisbon", "LOCATION"),
+        E("March 2024", "DATE"),
+    ]
+    plan = EntityResolver().plan(mentions)
+    assert sorted(plan.wanted) == ["Dr. Jonathan Smithers", "Jonathan Smithers", "Jonathon Smithers"]
+    different = {"Jonathan Smithers": [1.0, 0.0], "Jonathon Smithers": [0.0, 1.0]}
+    res = plan.finish(different)
+    assert sorted(e.name for e in res.entities) == [
+        "Jonathan Smithers",
+        "Jonathon Smithers",
+        "Lisbon",
+        "March 2024",
+    ]
+    assert res.lookup("Dr. Jonathan Smithers") is res.lookup("Jonathan Smithers")
+    assert EntityResolver().plan([E("Lisbon", "LOCATION"), E("Porto", "LOCATION")]).wanted == []
+    # Close, but one cluster already (the same name without its title): no vector needed.
+    assert EntityResolver().plan([E("Dr. Maya Chen", "PERSON"), E("Maya Chen", "PERSON")]).wanted == []
