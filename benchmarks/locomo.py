@@ -8,7 +8,10 @@ speaker in metadata, the image caption appended as ``[shares ...]``). Every ques
 categories 1-4 with resolvable evidence is recalled against its own conversation;
 ``recall@k = |E ∩ R_k| / |E|`` averaged per category and overall (the official scoring,
 see the data README). Latency is the ``recall()`` call alone, query embedding included.
-Reference points from the issue: cosine top-k recall@10 0.49, BM25 0.52; DRAGON
+The same questions are scored against two plain baselines over each conversation's turn
+texts, per category: cosine top-k (the same embedder) and Okapi BM25 (``k1 = 1.2``,
+``b = 0.75``, lower-cased word tokens). Reference points from the issue: cosine top-k
+recall@10 0.49, BM25 0.52; DRAGON
 recall@5 56.7 / @10 66.2; DeytaHQ khora recall@15 0.859 at a mean 363 ms.
 """
 
@@ -17,10 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import math
+import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime, timezone
+
+import numpy as np
 
 from benchmarks._common import (
     DATA,
@@ -52,10 +59,97 @@ def turn_text(t: dict) -> str:
     return text
 
 
-async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
+def questions(turns: list[dict], max_questions: int | None) -> list[tuple[dict, set[str]]]:
+    """Questions of categories 1-4 with their resolvable evidence turns (unresolvable
+    evidence is dropped, not scored 0: data README)."""
     normalize = _normalizer()
-    turns = read_jsonl(DATA / "locomo" / "dev" / "turns.jsonl")
-    qa = [q for q in read_jsonl(DATA / "locomo" / "dev" / "qa.jsonl") if q["category"] in (1, 2, 3, 4)]
+    valid_ids = {(t["conv_id"], t["dia_id"]) for t in turns}
+    out: list[tuple[dict, set[str]]] = []
+    for q in read_jsonl(DATA / "locomo" / "dev" / "qa.jsonl"):
+        if q["category"] not in (1, 2, 3, 4):
+            continue
+        evidence = {
+            fixed
+            for raw in q["evidence"]
+            for fixed in normalize(str(raw))
+            if (q["conv_id"], fixed) in valid_ids
+        }
+        if evidence:
+            out.append((q, evidence))
+    return out[:max_questions]
+
+
+class Scores:
+    """recall@5/10/15 sums per category."""
+
+    def __init__(self) -> None:
+        self.sums: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(KS))
+        self.counts: dict[int, int] = defaultdict(int)
+
+    def add(self, category: int, evidence: set[str], ranked: list[str]) -> None:
+        for i, k in enumerate(KS):
+            self.sums[category][i] += len(evidence & set(ranked[:k])) / len(evidence)
+        self.counts[category] += 1
+
+    def by_category(self) -> dict[str, list[float]]:
+        """``{"cat N": [R@5, R@10, R@15], ..., "overall 1-4": [...]}``."""
+        out = {f"cat {c}": [s / self.counts[c] for s in self.sums[c]] for c in sorted(self.counts)}
+        n = sum(self.counts.values())
+        out["overall 1-4"] = [sum(self.sums[c][i] for c in self.counts) / n for i in range(len(KS))]
+        return out
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _tokens(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def bm25_rank(query: str, docs: list[list[str]], *, k1: float = 1.2, b: float = 0.75) -> list[int]:
+    """Okapi BM25 over pre-tokenised documents (the plain baseline): indices, best first."""
+    n = len(docs)
+    avg = sum(len(d) for d in docs) / max(1, n)
+    df: Counter[str] = Counter(t for d in docs for t in set(d))
+    terms = set(_tokens(query))
+    scores = []
+    for d in docs:
+        tf = Counter(d)
+        score = 0.0
+        for t in terms:
+            if tf[t]:
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                score += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * len(d) / avg))
+        scores.append(score)
+    return sorted(range(n), key=lambda i: -scores[i])
+
+
+async def plain_baselines(
+    embedder: CachedEmbedder, turns: list[dict], asked: list[tuple[dict, set[str]]]
+) -> dict[str, Scores]:
+    """Cosine top-k and BM25 over each conversation's turns (same texts, same embedder)."""
+    by_conv: dict[str, list[dict]] = defaultdict(list)
+    for t in turns:
+        by_conv[t["conv_id"]].append(t)
+    vectors = {}
+    tokens = {}
+    for conv_id, conv_turns in by_conv.items():
+        texts = [turn_text(t) for t in conv_turns]
+        matrix = np.asarray(await embedder.embed_documents(texts), dtype=np.float32)
+        vectors[conv_id] = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+        tokens[conv_id] = [_tokens(x) for x in texts]
+    cosine, bm25 = Scores(), Scores()
+    for q, evidence in asked:
+        conv_turns = by_conv[q["conv_id"]]
+        qv = np.asarray(await embedder.embed_query(q["question"]), dtype=np.float32)
+        order = np.argsort(-(vectors[q["conv_id"]] @ qv), kind="stable")[: max(KS)]
+        cosine.add(q["category"], evidence, [conv_turns[i]["dia_id"] for i in order])
+        top = bm25_rank(q["question"], tokens[q["conv_id"]])[: max(KS)]
+        bm25.add(q["category"], evidence, [conv_turns[i]["dia_id"] for i in top])
+    return {"cosine top-k": cosine, "BM25": bm25}
+
+
+async def run(kb: Khora, mode: SearchMode, asked: list[tuple[dict, set[str]]], turns: list[dict]) -> Scores:
     by_conv: dict[str, list[dict]] = defaultdict(list)
     for t in turns:
         by_conv[t["conv_id"]].append(t)
@@ -79,22 +173,9 @@ async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
             progress=True,
         )
     print(f"ingested {len(turns)} turns in {time.perf_counter() - t0:.1f}s")
-    valid_ids = {(t["conv_id"], t["dia_id"]) for t in turns}
-    sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    counts: dict[int, int] = defaultdict(int)
+    scores = Scores()
     latencies: list[float] = []
-    asked = 0
-    for q in qa:
-        evidence = set()
-        for raw in q["evidence"]:
-            for fixed in normalize(str(raw)):
-                if (q["conv_id"], fixed) in valid_ids:
-                    evidence.add(fixed)
-        if not evidence:
-            continue  # unresolvable evidence is dropped, not scored 0 (data README)
-        if max_questions is not None and asked >= max_questions:
-            break
-        asked += 1
+    for q, evidence in asked:
         t1 = time.perf_counter()
         res = await kb.recall(q["question"], namespace=namespaces[q["conv_id"]], limit=max(KS), mode=mode)
         latencies.append((time.perf_counter() - t1) * 1000)
@@ -104,36 +185,50 @@ async def run(kb: Khora, mode: SearchMode, max_questions: int | None) -> None:
             dia = (ext.get(c.document_id) or "").split(":", 1)[-1]
             if dia and dia not in ranked:
                 ranked.append(dia)
-        for i, k in enumerate(KS):
-            sums[q["category"]][i] += len(evidence & set(ranked[:k])) / len(evidence)
-        counts[q["category"]] += 1
-    rows = []
-    total = [0.0, 0.0, 0.0]
-    n = 0
-    for cat in sorted(counts):
-        rows.append([f"cat {cat}", counts[cat], *[round(s / counts[cat], 3) for s in sums[cat]]])
-        total = [a + b for a, b in zip(total, sums[cat], strict=True)]
-        n += counts[cat]
-    rows.append(["overall 1-4", n, *[round(s / n, 3) for s in total]])
-    print_table(
-        f"LoCoMo evidence recall, mode={mode.value}", ["category", "questions", "R@5", "R@10", "R@15"], rows
-    )
+        scores.add(q["category"], evidence, ranked)
     print(
         f"\nrecall latency over {len(latencies)} queries: mean {sum(latencies) / len(latencies):.1f} ms, "
         f"p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms"
     )
     for ns in namespaces.values():
         await kb.delete_namespace(ns)
+    return scores
+
+
+def report(mode: SearchMode, khora: Scores, baselines: dict[str, Scores]) -> None:
+    ours = khora.by_category()
+    plain = {name: b.by_category() for name, b in baselines.items()}
+    rows = []
+    for cat, values in ours.items():
+        n = khora.counts[int(cat[4:])] if cat.startswith("cat ") else sum(khora.counts.values())
+        rows.append([cat, f"Khora {mode.value}", n, *[round(v, 3) for v in values]])
+        for name, by_cat in plain.items():
+            rows.append(["", name, "", *[round(v, 3) for v in by_cat[cat]]])
+    print_table(
+        f"LoCoMo evidence recall, mode={mode.value}, against plain baselines",
+        ["category", "retriever", "questions", "R@5", "R@10", "R@15"],
+        rows,
+    )
+    below = [
+        f"{cat} (R@10 {values[1]:.3f} < {max(p[cat][1] for p in plain.values()):.3f})"
+        for cat, values in ours.items()
+        if values[1] < max(p[cat][1] for p in plain.values())
+    ]
+    print(f"\nbelow the best plain baseline at R@10: {', '.join(below) or 'none'}")
 
 
 async def main_async(args: argparse.Namespace) -> None:
     embedder = CachedEmbedder()
+    turns = read_jsonl(DATA / "locomo" / "dev" / "turns.jsonl")
+    asked = questions(turns, args.max_questions)
+    baselines = await plain_baselines(embedder, turns, asked)
     for stack, cfg in stack_configs(
         args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False)
     ).items():
         print(f"\n# stack: {stack}, preset: {args.preset}")
         async with Khora(config=cfg, embedder=embedder) as kb:
-            await run(kb, SearchMode(args.mode), args.max_questions)
+            scores = await run(kb, SearchMode(args.mode), asked, turns)
+        report(SearchMode(args.mode), scores, baselines)
 
 
 def main() -> None:
