@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Embedder"]
+__all__ = ["Embedder", "is_symmetric"]
 
 
 @runtime_checkable
@@ -27,3 +27,11 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]:
         """Embed a search query; returns one L2-normalised vector."""
         ...
+
+
+def is_symmetric(embedder: object) -> bool:
+    """True when the embedder says ``embed_query(t)`` equals ``embed_documents([t])[0]``
+    (an optional ``symmetric = True`` attribute), so a question and other short texts may
+    share one batch. Embedders that encode queries differently (a query prompt, or a
+    framework's own ``embed_query``) leave it unset."""
+    return getattr(embedder, "symmetric", False) is True

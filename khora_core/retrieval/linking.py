@@ -29,7 +29,7 @@ from khora_core.embedding.base import Embedder
 from khora_core.models import Entity
 from khora_core.storage.protocols import EntityHit, GraphStore
 
-__all__ = ["LinkedEntity", "Linking", "link_entities"]
+__all__ = ["LinkedEntity", "Linking", "clean_mentions", "link_entities"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,11 @@ class Linking:
     nearest: list[EntityHit]
 
 
+def clean_mentions(mentions: Sequence[str]) -> list[str]:
+    """The mentions linking works on: stripped, non-empty, each once, in order."""
+    return list(dict.fromkeys(m.strip() for m in mentions if m and m.strip()))
+
+
 def _names(entity: Entity) -> list[str]:
     return [entity.name, *entity.aliases]
 
@@ -95,6 +100,7 @@ async def link_entities(
     list_fallback_limit: int = 1000,
     query_vector: Sequence[float] | Awaitable[Sequence[float] | None] | None = None,
     query_limit: int = 0,
+    mention_vectors: Awaitable[Sequence[Sequence[float]]] | None = None,
 ) -> Linking:
     """Link mentions to entities of ``namespace_id``.
 
@@ -113,12 +119,15 @@ async def link_entities(
             those overlap it); with ``query_limit`` > 0, its nearest entities come back as
             ``Linking.nearest``.
         query_limit: how many nearest entities of the question to return.
+        mention_vectors: the vectors of :func:`clean_mentions` of ``mentions``, being
+            computed elsewhere (with the question, in one batch); the embedder is then not
+            called.
 
     Returns:
         A :class:`Linking`: the best link per entity (an entity matched by two mentions
         appears once), best first, and the question's nearest entities.
     """
-    mentions = list(dict.fromkeys(m.strip() for m in mentions if m and m.strip()))
+    mentions = clean_mentions(mentions)
     best: dict[str, LinkedEntity] = {}
 
     def keep(link: LinkedEntity) -> None:
@@ -131,11 +140,13 @@ async def link_entities(
     lookups: list[Awaitable[Any]] = []
     if mentions:
         lookups.append(graph.find_entities_by_name(namespace_id, mentions))
-        if embedder is not None:
+        if mention_vectors is not None:
+            lookups.append(mention_vectors)
+        elif embedder is not None:
             lookups.append(embedder.embed_documents(mentions))
     done = list(await asyncio.gather(*lookups)) if lookups else []
     exact: list[Entity] = done[0] if done else []
-    mention_vectors = dict(zip(mentions, done[1], strict=True)) if len(done) > 1 else {}
+    vector_of = dict(zip(mentions, done[1], strict=True)) if len(done) > 1 else {}
     matched: set[str] = set()
     for entity in exact:
         names = {n.casefold() for n in _names(entity)}
@@ -148,7 +159,7 @@ async def link_entities(
     if inspect.isawaitable(query_vector):
         query_vector = await query_vector
     want_nearest = query_vector is not None and query_limit > 0
-    vectors: list[Sequence[float]] = [mention_vectors[m] for m in rest if m in mention_vectors]
+    vectors: list[Sequence[float]] = [vector_of[m] for m in rest if m in vector_of]
     if want_nearest:
         vectors.append(query_vector)  # type: ignore[arg-type]
     found: list[list[EntityHit]] = []
