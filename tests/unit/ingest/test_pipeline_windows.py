@@ -6,12 +6,10 @@ texts were embedded: chunk texts once, each entity name at most once per batch, 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from khora_core import Khora, KhoraConfig, SearchMode
@@ -19,33 +17,9 @@ from khora_core.errors import InvalidInputError, KhoraError
 from khora_core.ingest.extract_base import ChunkExtraction
 from khora_core.ingest.extract_offline import OfflineExtractor
 from khora_core.models import RememberResult
+from tests.fixtures.embedders import RecordingEmbedder
 
-DIM = 16
-
-
-class Recording:
-    """Deterministic unit vectors from a hash of the text; records every call."""
-
-    name = "recording-hash"
-    dimension = DIM
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(list(texts))
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-            v = np.random.default_rng(seed).standard_normal(DIM)
-            out.append((v / np.linalg.norm(v)).tolist())
-        return out
-
-    async def embed_query(self, text: str) -> list[float]:
-        return (await self.embed_documents([text]))[0]
-
-    def texts(self) -> list[str]:
-        return [t for call in self.calls for t in call]
+Recording = RecordingEmbedder
 
 
 class FailsOn(OfflineExtractor):

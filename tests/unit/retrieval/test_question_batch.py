@@ -3,49 +3,22 @@ symmetric and the graph channel will run; the answer is the same as with two cal
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from khora_core import Khora, KhoraConfig, SearchMode
-
-DIM = 16
-
-
-class Recording:
-    """Deterministic unit vectors from a hash of the text; ``embed_query(t)`` is
-    ``embed_documents([t])[0]``, so it may say ``symmetric``."""
-
-    name = "recording-hash"
-    dimension = DIM
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-        self.symmetric = True
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        self.calls.append(list(texts))
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-            v = np.random.default_rng(seed).standard_normal(DIM)
-            out.append((v / np.linalg.norm(v)).tolist())
-        return out
-
-    async def embed_query(self, text: str) -> list[float]:
-        return (await self.embed_documents([text]))[0]
+from tests.fixtures.embedders import RecordingEmbedder
 
 
 @pytest.fixture
-def embedder() -> Recording:
-    return Recording()
+def embedder() -> RecordingEmbedder:
+    return RecordingEmbedder(symmetric=True)
 
 
 @pytest.fixture
-async def kb(tmp_path: Path, embedder: Recording) -> AsyncIterator[Khora]:
+async def kb(tmp_path: Path, embedder: RecordingEmbedder) -> AsyncIterator[Khora]:
     config = KhoraConfig(storage={"data_dir": str(tmp_path / "data"), "database_url": None})
     k = await Khora(config=config, embedder=embedder).open()
     try:
@@ -54,14 +27,16 @@ async def kb(tmp_path: Path, embedder: Recording) -> AsyncIterator[Khora]:
         await k.aclose()
 
 
-async def _recall(kb: Khora, embedder: Recording, ns: str, question: str, *, symmetric: bool):
+async def _recall(kb: Khora, embedder: RecordingEmbedder, ns: str, question: str, *, symmetric: bool):
     embedder.symmetric = symmetric
     embedder.calls.clear()
     result = await kb.recall(question, namespace=ns, mode=SearchMode.HYBRID)
     return result, list(embedder.calls)
 
 
-async def test_a_graph_question_and_its_mentions_share_one_batch(kb: Khora, embedder: Recording) -> None:
+async def test_a_graph_question_and_its_mentions_share_one_batch(
+    kb: Khora, embedder: RecordingEmbedder
+) -> None:
     ns = (await kb.create_namespace("q")).namespace_id
     await kb.remember_batch(
         [
@@ -83,7 +58,7 @@ async def test_a_graph_question_and_its_mentions_share_one_batch(kb: Khora, embe
     assert {link["match"] for link in together.engine_info["linked_entities"]} == {"exact"}
 
 
-async def test_a_vector_only_lookup_embeds_the_question_alone(kb: Khora, embedder: Recording) -> None:
+async def test_a_vector_only_lookup_embeds_the_question_alone(kb: Khora, embedder: RecordingEmbedder) -> None:
     ns = (await kb.create_namespace("q")).namespace_id
     await kb.remember("Maya Chen founded Northwind Robotics in Lisbon.", namespace=ns)
     question = "What did Maya Chen found?"
