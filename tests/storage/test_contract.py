@@ -390,3 +390,32 @@ async def test_remember_batch_lands_what_remember_one_by_one_does(kb: Khora, nam
         assert await graph_of(namespace) == await graph_of(other)
     finally:
         await kb.delete_namespace(other)
+
+
+async def test_repeated_entity_vectors_land_once_a_second_chunk_mentions_the_entity(
+    khora_config, embedder
+) -> None:
+    """``entity_vectors="repeated"``: a vector is stored only when a second chunk mentions
+    the entity, and the entity vector search sees only entities with one."""
+    ingest = khora_config.ingest.model_copy(update={"entity_vectors": "repeated"})
+    async with Khora(config=khora_config.model_copy(update={"ingest": ingest}), embedder=embedder) as k:
+        namespace = (
+            await k.create_namespace("repeated", namespace_id=f"test-{uuid.uuid4().hex[:12]}")
+        ).namespace_id
+        graph = k.engine.stack.graph
+
+        async def vectors() -> dict[str, list[float] | None]:
+            found = await graph.find_entities_by_name(namespace, ["Maya Chen", "Lisbon"])
+            return {e.name: e.embedding for e in found}
+
+        try:
+            await k.remember("Maya Chen flew to Lisbon.", namespace=namespace)
+            assert await vectors() == {"Maya Chen": None, "Lisbon": None}
+            await k.remember("Maya Chen met Omar Haddad in Porto.", namespace=namespace)
+            after = await vectors()
+            assert after["Lisbon"] is None and after["Maya Chen"] is not None
+            [hits] = await graph.search_entities_by_vectors(namespace, [after["Maya Chen"]], limit=10)
+            names = [h.entity.name for h in hits]
+            assert names[0] == "Maya Chen" and "Lisbon" not in names
+        finally:
+            await k.delete_namespace(namespace)
