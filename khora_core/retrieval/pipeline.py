@@ -10,6 +10,11 @@ reordered; the returned ``chunk.score`` is made non-increasing down the list and
 the first, so the top hit is 1.0. It is a rank within this result, not a confidence: read
 ``engine_info["max_raw_vector_score"]`` and ``engine_info["abstention_signals"]`` for that.
 
+The question is embedded while it is understood and routed; when the graph channel will
+run, the heuristic router's entity mentions go in the same batch (one forward pass instead
+of two, for embedders that encode queries like passages: ``embedding.base.is_symmetric``),
+and linking takes their vectors from it.
+
 Reference ``now`` for relative dates: the caller's ``now``, else the newest ``occurred_at`` in
 the namespace, else the wall clock; ``engine_info["temporal"]["reference_source"]`` says which.
 
