@@ -12,7 +12,9 @@ __all__ = ["Embedder", "is_symmetric"]
 class Embedder(Protocol):
     """Turns text into unit-length vectors.
 
-    Implementations batch internally and run model work off the event loop.
+    Implementations batch internally and run model work off the event loop. An embedder
+    whose ``embed_query(t)`` equals ``embed_documents([t])[0]`` may also set
+    ``symmetric = True`` (see :func:`is_symmetric`).
     """
 
     #: A stable name recorded with stored vectors (``"sentence-transformers:all-MiniLM-L6-v2"``).
