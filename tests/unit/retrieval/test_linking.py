@@ -5,44 +5,26 @@ question's nearest entities when its vector is still being computed."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
 import pytest
 
 from khora_core import Khora, KhoraConfig
 from khora_core.models import Entity
 from khora_core.retrieval.linking import link_entities
+from tests.fixtures.embedders import RecordingEmbedder
 
-DIM = 16
 
-
-class HashEmbedder:
+class HashEmbedder(RecordingEmbedder):
     """Unit vectors from a hash of the lower-cased text (a phrase in ``SAME`` gets the vector
     of the name it stands for); records the texts it embeds."""
 
-    name = "hash"
-    dimension = DIM
     SAME: ClassVar[dict[str, str]] = {"the portuguese capital": "lisbon"}
 
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
     def vector(self, text: str) -> list[float]:
-        key = self.SAME.get(text.lower(), text.lower())
-        seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
-        v = np.random.default_rng(seed).standard_normal(DIM)
-        return (v / np.linalg.norm(v)).tolist()
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        self.texts += list(texts)
-        return [self.vector(t) for t in texts]
-
-    async def embed_query(self, text: str) -> list[float]:
-        return (await self.embed_documents([text]))[0]
+        return super().vector(self.SAME.get(text.lower(), text.lower()))
 
 
 @pytest.fixture
@@ -81,7 +63,7 @@ async def test_exact_fuzzy_and_embedding_matches(setup: tuple[Khora, str, HashEm
     assert [link.score for link in linking.links] == sorted(
         (link.score for link in linking.links), reverse=True
     )
-    assert "  " not in embedder.texts and "" not in embedder.texts  # blank mentions are dropped
+    assert "  " not in embedder.texts() and "" not in embedder.texts()  # blank mentions are dropped
 
 
 async def test_embedding_match_needs_min_similarity(setup: tuple[Khora, str, HashEmbedder]) -> None:
@@ -110,9 +92,9 @@ async def test_pending_question_vector_gives_the_same_nearest_entities(
     # The exact lookup and the mention's embedding go ahead while the vector is pending.
     for _ in range(50):
         await asyncio.sleep(0)
-        if embedder.texts.count("Maya Chen") == 2:
+        if embedder.texts().count("Maya Chen") == 2:
             break
-    assert embedder.texts.count("Maya Chen") == 2 and not task.done()
+    assert embedder.texts().count("Maya Chen") == 2 and not task.done()
     pending.set_result(qvec)
     linked = await task
     assert [h.entity.id for h in linked.nearest] == [h.entity.id for h in direct.nearest]
