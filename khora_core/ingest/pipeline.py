@@ -18,7 +18,8 @@ entities' embeddings; which entities get one is ``IngestConfig.entity_vectors``,
 ``DATE`` entities never do); then start the window's write, which runs while the next
 window embeds: ONE ``stack.write_many`` for all its items (one transaction per server
 instead of one per document), retried item by item if the store rejects it, so a bad item
-costs only itself. At most two windows of writes are in flight.
+costs only itself. That write lands before the next window looks up stored entities, so
+the same batch builds the same graph however fast the store is.
 Each item ends as a ``RememberResult`` or the ``KhoraError`` that stopped it, at its input
 index: no item is lost, and one failure does not stop the others. Items with the same
 ``external_id`` are written in input order (a later one is written on its own, after the
@@ -64,9 +65,6 @@ from khora_core.storage.protocols import StorageStack
 __all__ = ["BatchOutcome", "IngestPipeline"]
 
 logger = logging.getLogger("khora.ingest")
-
-#: Windows whose writes may run while the next window embeds.
-_WINDOWS_IN_FLIGHT = 2
 
 
 class IngestPipeline:
@@ -295,10 +293,13 @@ class IngestPipeline:
                 await self._embed_chunks(live, settle)
                 self._select_batch_core([w for w in live if w.outcome is None])
             for window in windows(live, self._slice_size()):
-                while len(writes) >= _WINDOWS_IN_FLIGHT:  # back-pressure
-                    await asyncio.gather(*writes.pop(0))
                 if not batch_skeleton:
                     await self._embed_chunks(window, settle)
+                # The previous window's write ran while this one embedded; it lands before
+                # this window looks up stored entities, so what is built never depends on
+                # how fast a write was.
+                while writes:
+                    await asyncio.gather(*writes.pop(0))
                 ready = [w for w in window if w.outcome is None]
                 await asyncio.gather(*(self._prepare(w, namespace_id, limit, settle) for w in ready))
                 ready = [w for w in ready if w.outcome is None]

@@ -6,6 +6,7 @@ texts were embedded: chunk texts once, each entity name at most once per batch, 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,56 @@ async def test_entities_built_earlier_in_the_batch_resolve_like_stored_ones(kb: 
     found = await kb.engine.stack.graph.find_entities_by_name(ns, ["Acme"])
     assert [(e.name, e.aliases) for e in found] == [("Acme Corp", ["Acme"])]
     assert found[0].mention_count == 4
+
+
+def _varied(i: int) -> str:
+    people = ["Maya Chen", "Omar Haddad", "Lena Ortiz", "Ravi Patel", "Ana Sousa"]
+    places = ["Lisbon", "Porto", "Oslo", "Kyoto"]
+    return (
+        f"Memo {i}. {people[i % 5]} of Northwind Robotics met {people[(i * 3 + 1) % 5]} in "
+        f"{places[i % 4]}. Later, Northwind opened an office in {places[(i + 1) % 4]}."
+    )
+
+
+async def _graph_of(kb: Khora, ns: str) -> list[tuple[str, tuple[str, ...], int, str]]:
+    entities = await kb.engine.stack.graph.list_entities(ns, limit=10_000)
+    return sorted((e.name, tuple(sorted(e.aliases)), e.mention_count, e.type) for e in entities)
+
+
+async def test_a_window_looks_up_stored_entities_only_after_the_previous_window_landed(
+    kb: Khora, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow store must not change what a batch builds: window N resolves against the
+    entities of windows before it as stored, never against a write still in flight."""
+    items = [{"content": _varied(i)} for i in range(600)]  # 3 windows
+    fast_ns = (await kb.create_namespace("fast")).namespace_id
+    await kb.remember_batch(items, namespace=fast_ns)
+
+    stack = kb.engine.stack
+    writing = 0
+    seen_while_writing: list[int] = []
+    real_write_many, real_find = stack.write_many, stack.graph.find_entities_by_name
+
+    async def slow_write_many(namespace_id: str, batches: Any) -> None:
+        nonlocal writing
+        writing += 1
+        try:
+            await asyncio.sleep(0.3)  # much longer than embedding a window with hash vectors
+            await real_write_many(namespace_id, batches)
+        finally:
+            writing -= 1
+
+    async def find(namespace_id: str, names: Sequence[str]) -> Any:
+        seen_while_writing.append(writing)
+        return await real_find(namespace_id, names)
+
+    monkeypatch.setattr(stack, "write_many", slow_write_many)
+    monkeypatch.setattr(stack.graph, "find_entities_by_name", find)
+    slow_ns = (await kb.create_namespace("slow")).namespace_id
+    outcomes = await kb.remember_batch(items, namespace=slow_ns)
+    assert all(isinstance(o, RememberResult) for o in outcomes)
+    assert seen_while_writing and max(seen_while_writing) == 0
+    assert await _graph_of(kb, slow_ns) == await _graph_of(kb, fast_ns)
 
 
 async def test_an_embedder_failure_is_reported_on_every_item_it_stopped(tmp_path: Path) -> None:
