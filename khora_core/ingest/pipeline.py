@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -295,13 +295,15 @@ class IngestPipeline:
             for window in windows(live, self._slice_size()):
                 if not batch_skeleton:
                     await self._embed_chunks(window, settle)
-                # The previous window's write ran while this one embedded; it lands before
-                # this window looks up stored entities, so what is built never depends on
-                # how fast a write was.
-                while writes:
-                    await asyncio.gather(*writes.pop(0))
+                # The previous window's write runs while this one embeds and extracts; it
+                # lands before this window looks up stored entities, so what is built never
+                # depends on how fast a write was.
+                landed = asyncio.gather(*writes[0]) if writes else None
                 ready = [w for w in window if w.outcome is None]
-                await asyncio.gather(*(self._prepare(w, namespace_id, limit, settle) for w in ready))
+                await asyncio.gather(*(self._prepare(w, namespace_id, limit, settle, landed) for w in ready))
+                if landed is not None:
+                    await landed
+                    writes.pop(0)
                 ready = [w for w in ready if w.outcome is None]
                 await self._build_graphs(ready, namespace_id, names, built, settle)
                 writes.append(
@@ -347,9 +349,15 @@ class IngestPipeline:
             offset += len(work.vectors)
 
     async def _prepare(
-        self, work: WorkItem, namespace_id: str, limit: asyncio.Semaphore, settle: Any
+        self,
+        work: WorkItem,
+        namespace_id: str,
+        limit: asyncio.Semaphore,
+        settle: Any,
+        landed: Awaitable[Any] | None = None,
     ) -> None:
-        """Skeleton core, extraction, and the stored entities the item may name."""
+        """Skeleton core, extraction, and the stored entities the item may name (looked up
+        once ``landed``, the previous window's write, is done)."""
         async with limit:
             try:
                 vc = self.config.vectorcypher
@@ -364,6 +372,8 @@ class IngestPipeline:
                 non_core_text = [s.text for i, s in enumerate(work.spans) if i not in core_set]
                 mentions = extracted_mentions(work.extractions)
                 work.candidates = candidate_names([m.name for m in mentions], non_core_text)
+                if landed is not None:
+                    await asyncio.shield(landed)
                 if work.candidates:
                     work.stored = await self.stack.graph.find_entities_by_name(namespace_id, work.candidates)
             except Exception as exc:  # keep the batch going; report it on the item
