@@ -5,8 +5,9 @@ Three ways, strongest first; each mention keeps its best match:
 1. **exact**: case-insensitive name or alias (``graph.find_entities_by_name``), score 1.0;
 2. **fuzzy**: edit-distance ratio (rapidfuzz) of the mention against candidate names and
    aliases, score ``ratio / 100`` when it reaches ``fuzzy_threshold``. Candidates come
-   from an entity vector search on the mention's embedding, or from the entity list when
-   no entity has an embedding;
+   from an entity vector search on the mention's embedding and from the entities whose
+   name shares a word with the mention (``graph.find_entities_by_words``, which reaches
+   entities stored without a vector), or from the entity list when both find none;
 3. **embedding**: the entity vector search itself, score = cosine, when it reaches
    ``min_similarity`` (``VectorCypherConfig.retriever_min_entity_similarity``).
 
@@ -137,16 +138,19 @@ async def link_entities(
 
     # The exact lookup and the mentions' embedding run together (one round trip less on
     # the critical path; embedding a mention that then matches exactly costs little).
+    # The candidates by name words are fetched for every mention at once, with them.
     lookups: list[Awaitable[Any]] = []
     if mentions:
         lookups.append(graph.find_entities_by_name(namespace_id, mentions))
+        lookups.append(graph.find_entities_by_words(namespace_id, mentions, limit=candidates_per_mention))
         if mention_vectors is not None:
             lookups.append(mention_vectors)
         elif embedder is not None:
             lookups.append(embedder.embed_documents(mentions))
     done = list(await asyncio.gather(*lookups)) if lookups else []
     exact: list[Entity] = done[0] if done else []
-    vector_of = dict(zip(mentions, done[1], strict=True)) if len(done) > 1 else {}
+    by_words = dict(zip(mentions, done[1], strict=True)) if done else {}
+    vector_of = dict(zip(mentions, done[2], strict=True)) if len(done) > 2 else {}
     matched: set[str] = set()
     for entity in exact:
         names = {n.casefold() for n in _names(entity)}
@@ -174,9 +178,15 @@ async def link_entities(
     if not rest:
         return Linking(sorted(best.values(), key=lambda link: -link.score), nearest)
 
-    per_mention: list[list[tuple[Entity, float | None]]] = [
-        [(h.entity, h.score) for h in hits[:candidates_per_mention]] for hits in found
-    ] or [[] for _ in rest]
+    hits_of = dict(zip([m for m in rest if m in vector_of], found, strict=True))
+    per_mention: list[list[tuple[Entity, float | None]]] = []
+    for mention in rest:
+        candidates: list[tuple[Entity, float | None]] = [
+            (h.entity, h.score) for h in hits_of.get(mention, [])[:candidates_per_mention]
+        ]
+        seen = {e.id for e, _ in candidates}
+        candidates += [(e, None) for e in by_words.get(mention, []) if e.id not in seen]
+        per_mention.append(candidates)
     if not any(per_mention):
         listed = await graph.list_entities(namespace_id, limit=list_fallback_limit)
         per_mention = [[(e, None) for e in listed] for _ in rest]

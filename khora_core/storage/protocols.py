@@ -150,6 +150,14 @@ class GraphStore(Protocol):
         """Exact, case-insensitive matches on name or alias."""
         ...
 
+    async def find_entities_by_words(
+        self, namespace_id: str, texts: Sequence[str], *, limit: int
+    ) -> list[list[Entity]]:
+        """For each text, up to ``limit`` entities whose name shares a word with it
+        (:func:`~khora_core.storage.name_words.name_words`), best first: the candidates that
+        linking scores by edit distance, found without vectors."""
+        ...
+
     async def search_entities_by_vector(
         self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
     ) -> list[EntityHit]:

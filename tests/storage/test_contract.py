@@ -175,6 +175,34 @@ async def test_entity_reads(kb: Khora, namespace: str) -> None:
     assert len(page1) == 2 and not {e.id for e in page1} & {e.id for e in page2}
 
 
+async def test_entities_by_name_words(kb: Khora, namespace: str) -> None:
+    """Entities whose name shares a word with a text, this namespace only, gone once forgotten;
+    query syntax in the text is only words."""
+    ids = await _load(kb, namespace)
+    other = (await kb.create_namespace(f"other-{uuid.uuid4().hex[:8]}")).namespace_id
+    await kb.remember("Northwind Traders sells Kestrel feeders.", namespace=other)
+    graph = kb.engine.stack.graph
+
+    async def names(*texts: str) -> list[list[str]]:
+        return [
+            [e.name for e in found] for found in await graph.find_entities_by_words(namespace, texts, limit=5)
+        ]
+
+    northwind, kestrel, common, empty, syntax = await names(
+        "Northwind", "the Kestrel project", "the", "", 'Northwind" OR name:* AND -"'
+    )
+    assert northwind == ["Northwind Robotics"]
+    assert kestrel == ["Project Kestrel"]
+    assert common == [] and empty == []
+    assert syntax == ["Northwind Robotics"]
+    assert await names("Kestrel") == [["Project Kestrel"]]
+    assert await graph.find_entities_by_words(namespace, ["Northwind"], limit=0) == [[]]
+    assert await graph.find_entities_by_words(namespace, [], limit=5) == []
+
+    assert await kb.forget(ids["doc-2"], namespace=namespace)
+    assert await names("Kestrel") == [[]]
+
+
 async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora, namespace: str) -> None:
     """The read-path batch methods return what their one-at-a-time counterparts do, and
     nothing from another namespace."""

@@ -893,3 +893,28 @@ async def test_second_writer_process_is_refused(stack: SqliteLanceStack, config:
     # in-process, a second writer on the same folder is refused too
     with pytest.raises(StorageError, match="already open for writing"):
         await SqliteLanceStack(config, dim=DIM).open()
+
+
+async def test_name_words_are_indexed_for_a_folder_written_before_the_word_index(
+    config: StorageConfig,
+) -> None:
+    s = SqliteLanceStack(config, dim=DIM)
+    await s.open()
+    ns = await new_ns(s)
+    await s.write(ns, batch(ns, "d1", ["Alice met Bob"], entities=[ent(ns, "Alice Smith"), ent(ns, "Bob")]))
+    await s.aclose()
+    conn = sqlite3.connect(Path(config.data_dir) / "khora.sqlite3")  # as an older Khora left it
+    with conn:
+        conn.execute("DELETE FROM entity_words")
+        conn.execute("DELETE FROM meta WHERE key = 'entity_words'")
+    conn.close()
+
+    s = SqliteLanceStack(config, dim=DIM)
+    await s.open()
+    try:
+        found = await s.graph.find_entities_by_words(ns, ["smith", "bob", "carol"], limit=5)
+        assert [[e.id for e in f] for f in found] == [["e-alice smith"], ["e-bob"], []]
+        assert await s.graph.delete_entities(ns, ["e-bob"]) == 1
+        assert raw_rows(config, "SELECT word FROM entity_words WHERE entity_id = 'e-bob'") == []
+    finally:
+        await s.aclose()

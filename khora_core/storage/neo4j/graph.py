@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import neo4j
 
 from khora_core.models import Entity, Relationship, WriteBatch
+from khora_core.storage.name_words import name_words
 from khora_core.storage.neo4j import write
 from khora_core.storage.neo4j.errors import translated
 from khora_core.storage.neo4j.records import (
@@ -24,7 +25,7 @@ from khora_core.storage.neo4j.records import (
     fold,
     relationship_from_props,
 )
-from khora_core.storage.neo4j.schema import ensure_schema
+from khora_core.storage.neo4j.schema import NAME_WORDS_INDEX, ensure_schema
 from khora_core.storage.neo4j.search import (
     GET_ENTITIES,
     chunks_for_entities_tx,
@@ -55,6 +56,18 @@ UNION
 MATCH (a:EntityAlias {namespace_id: $ns}) WHERE a.key IN $keys
 MATCH (a)-[:ALIAS_OF]->(e:Entity {namespace_id: $ns})
 RETURN properties(e) AS e
+"""
+
+# One full-text query per text; other namespaces' hits are dropped before the limit.
+_FIND_BY_WORDS = f"""
+UNWIND range(0, size($queries) - 1) AS i
+CALL {{
+  WITH i
+  CALL db.index.fulltext.queryNodes($index, $queries[i]) YIELD node, score
+  WITH node, score WHERE node.namespace_id = $ns
+  RETURN node ORDER BY score DESC, size(node.name), node.id LIMIT $k
+}}
+RETURN i, collect(node {ENTITY_FIELDS}) AS entities
 """
 
 _ENTITIES_FOR_CHUNKS = f"""
@@ -264,6 +277,32 @@ class Neo4jGraphStore:
         rows = await self._fetch(_FIND_BY_NAME, ns=namespace_id, keys=keys)
         found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
         return sorted(found.values(), key=lambda e: (-e.mention_count, e.id))
+
+    async def find_entities_by_words(
+        self, namespace_id: str, texts: Sequence[str], *, limit: int
+    ) -> list[list[Entity]]:
+        """For each text, up to ``limit`` entities whose name shares a word with it
+        (:func:`~khora_core.storage.name_words.name_words`), best first by the full-text
+        index's BM25 score (rare words and short names first).
+
+        The words (letters and digits only) are each quoted and OR-ed into a Lucene query
+        that is passed as a parameter: no text reaches Cypher or the query syntax.
+        """
+        queries = [" OR ".join(f'"{w}"' for w in name_words(t)) for t in texts]
+        asked = [q for q in queries if q]
+        out: list[list[Entity]] = [[] for _ in texts]
+        if not asked or limit <= 0:
+            return out
+        rows = await self._fetch(
+            _FIND_BY_WORDS, ns=namespace_id, queries=asked, index=NAME_WORDS_INDEX, k=int(limit)
+        )
+        found = {r["i"]: [entity_from_props(e) for e in r["entities"]] for r in rows}
+        slot = 0
+        for pos, q in enumerate(queries):
+            if q:
+                out[pos] = found.get(slot, [])
+                slot += 1
+        return out
 
     async def search_entities_by_vector(
         self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0

@@ -21,10 +21,12 @@ import neo4j
 
 from khora_core.errors import ConfigError
 
-__all__ = ["VECTOR_INDEX", "ensure_schema", "schema_statements"]
+__all__ = ["NAME_WORDS_INDEX", "VECTOR_INDEX", "ensure_schema", "schema_statements"]
 
 #: The native vector index over ``Entity.embedding`` (cosine).
 VECTOR_INDEX = "khora_entity_embedding"
+#: The full-text (Lucene) index over ``Entity.name``: ``find_entities_by_words``.
+NAME_WORDS_INDEX = "khora_entity_name_words"
 
 _STATEMENTS = (
     "CREATE CONSTRAINT khora_entity_ns_id IF NOT EXISTS "
@@ -49,6 +51,8 @@ _STATEMENTS = (
     "CREATE CONSTRAINT khora_alias_ns_key_entity IF NOT EXISTS "
     "FOR (a:EntityAlias) REQUIRE (a.namespace_id, a.key, a.entity_id) IS UNIQUE",
     "CREATE INDEX khora_alias_ns_key IF NOT EXISTS FOR (a:EntityAlias) ON (a.namespace_id, a.key)",
+    # The words of entity names (standard analyzer: Unicode word breaks, lower case).
+    f"CREATE FULLTEXT INDEX {NAME_WORDS_INDEX} IF NOT EXISTS FOR (e:Entity) ON EACH [e.name]",
 )
 
 # Aliases stored before alias nodes existed get theirs, a slice at a time (idempotent).

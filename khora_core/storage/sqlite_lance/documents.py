@@ -262,6 +262,7 @@ def delete_namespace_rows(conn: sqlite3.Connection, namespace_id: str) -> bool:
         "mentions",
         "relationships",
         "entity_aliases",
+        "entity_words",
         "entities",
         "chunks",
         "documents",

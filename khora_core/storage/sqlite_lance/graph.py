@@ -19,6 +19,7 @@ import numpy as np
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import ChunkHit, Entity, Relationship
+from khora_core.storage.name_words import name_words
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.sqlite_lance.db import Database
 from khora_core.storage.sqlite_lance.documents import require_namespace
@@ -93,6 +94,36 @@ class SqliteGraphStore:
         )
         params = (namespace_id, namespace_id, keys, namespace_id, keys)
         return await self._db.read(lambda conn: [entity_from_row(r, r[7]) for r in conn.execute(sql, params)])
+
+    async def find_entities_by_words(
+        self, namespace_id: str, texts: Sequence[str], *, limit: int
+    ) -> list[list[Entity]]:
+        """For each text, up to ``limit`` entities whose name shares a word with it
+        (:func:`~khora_core.storage.name_words.name_words`), those sharing the rarest words
+        first (the sum of 1 / the word's entity count), then shorter names."""
+        sql = (
+            "WITH q(word) AS (SELECT value FROM json_each(?)), "
+            "df AS (SELECT w.word, COUNT(*) AS n FROM entity_words w JOIN q ON q.word = w.word "
+            "WHERE w.namespace_id = ? GROUP BY w.word) "
+            "SELECT w.entity_id, SUM(1.0 / df.n) AS s FROM df "
+            "JOIN entity_words w ON w.namespace_id = ? AND w.word = df.word "
+            "JOIN entities e ON e.namespace_id = w.namespace_id AND e.id = w.entity_id "
+            "GROUP BY w.entity_id ORDER BY s DESC, length(e.name), w.entity_id LIMIT ?"
+        )
+
+        def run(conn: sqlite3.Connection) -> list[list[Entity]]:
+            ranked: list[list[str]] = []
+            for text in texts:
+                words = name_words(text)
+                if not words or limit <= 0:
+                    ranked.append([])
+                    continue
+                params = (json_ids(words), namespace_id, namespace_id, int(limit))
+                ranked.append([r[0] for r in conn.execute(sql, params)])
+            found = fetch_entities(conn, namespace_id, {i for ids in ranked for i in ids})
+            return [[found[i] for i in ids if i in found] for ids in ranked]
+
+        return await self._db.read_tx(run, what="find entities by name words")
 
     async def search_entities_by_vector(
         self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0

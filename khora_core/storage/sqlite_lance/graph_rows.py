@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import Entity, Mention, Relationship
+from khora_core.storage.name_words import name_words
 from khora_core.storage.protocols import fold
 from khora_core.storage.sqlite_lance.rows import IN_JSON, json_ids
 from khora_core.storage.sqlite_lance.schema import dumps, vector_blob
@@ -62,6 +63,10 @@ def upsert_entities(
                     e.description,
                     vector_blob(e.embedding),
                 ),
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO entity_words (namespace_id, word, entity_id) VALUES (?, ?, ?)",
+                [(namespace_id, w, e.id) for w in name_words(name)],
             )
         else:
             name = old[0]
@@ -214,9 +219,10 @@ def delete_entity_rows(conn: sqlite3.Connection, namespace_id: str, entity_ids: 
     gone = conn.execute(
         f"DELETE FROM entities WHERE namespace_id = ? AND id IN {IN_JSON}", (namespace_id, ids)
     ).rowcount
-    conn.execute(
-        f"DELETE FROM entity_aliases WHERE namespace_id = ? AND entity_id IN {IN_JSON}", (namespace_id, ids)
-    )
+    for table in ("entity_aliases", "entity_words"):
+        conn.execute(
+            f"DELETE FROM {table} WHERE namespace_id = ? AND entity_id IN {IN_JSON}", (namespace_id, ids)
+        )
     conn.execute(
         f"DELETE FROM mentions WHERE namespace_id = ? AND entity_id IN {IN_JSON}", (namespace_id, ids)
     )

@@ -18,6 +18,7 @@ import numpy as np
 
 from khora_core.errors import ConfigError, InvalidInputError
 from khora_core.models import Chunk, Document, Entity, Namespace, Relationship
+from khora_core.storage.name_words import name_words
 
 SCHEMA_VERSION = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -85,6 +86,10 @@ CREATE TABLE IF NOT EXISTS entity_aliases (
     namespace_id TEXT NOT NULL, entity_id TEXT NOT NULL, alias_lower TEXT NOT NULL,
     PRIMARY KEY (namespace_id, alias_lower, entity_id));
 CREATE INDEX IF NOT EXISTS ix_entity_aliases_entity ON entity_aliases (namespace_id, entity_id);
+CREATE TABLE IF NOT EXISTS entity_words (
+    namespace_id TEXT NOT NULL, word TEXT NOT NULL, entity_id TEXT NOT NULL,
+    PRIMARY KEY (namespace_id, word, entity_id));
+CREATE INDEX IF NOT EXISTS ix_entity_words_entity ON entity_words (namespace_id, entity_id);
 CREATE TABLE IF NOT EXISTS mentions (
     namespace_id TEXT NOT NULL, entity_id TEXT NOT NULL, chunk_id TEXT NOT NULL,
     document_id TEXT NOT NULL, count INTEGER NOT NULL DEFAULT 1,
@@ -132,6 +137,7 @@ def apply_schema(conn: sqlite3.Connection, dim: int) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         _check_meta(conn, dim)
+        _index_name_words(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -158,6 +164,18 @@ def _check_meta(conn: sqlite3.Connection, dim: int) -> None:
         "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
     )
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('dim', ?)", (str(dim),))
+
+
+def _index_name_words(conn: sqlite3.Connection) -> None:
+    """Fill ``entity_words`` once for entities stored before it existed."""
+    if conn.execute("SELECT 1 FROM meta WHERE key = 'entity_words'").fetchone():
+        return
+    rows = conn.execute("SELECT namespace_id, id, name FROM entities").fetchall()
+    conn.executemany(
+        "INSERT OR IGNORE INTO entity_words (namespace_id, word, entity_id) VALUES (?, ?, ?)",
+        [(ns, w, eid) for ns, eid, name in rows for w in name_words(name)],
+    )
+    conn.execute("INSERT INTO meta (key, value) VALUES ('entity_words', '1')")
 
 
 # -- value codecs ------------------------------------------------------------------------------

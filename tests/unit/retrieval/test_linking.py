@@ -110,3 +110,18 @@ async def test_no_vector_no_nearest(setup: tuple[Khora, str, HashEmbedder]) -> N
         kb.engine.stack.graph, ns, [], embedder=embedder, query_vector=pending, query_limit=3
     )
     assert linking.links == [] and linking.nearest == []
+
+
+async def test_fuzzy_match_reaches_an_entity_without_a_vector_through_its_name_words(
+    setup: tuple[Khora, str, HashEmbedder],
+) -> None:
+    """The entity vector search cannot return an entity stored without a vector; the
+    entities sharing a word with the mention still get scored by edit distance."""
+    kb, ns, embedder = setup
+    silent = Entity(id="film", namespace_id=ns, name="Can No Longer Remain Silent", type="WORK")
+    await kb.engine.stack.graph.upsert_graph(ns, entities=[silent])
+    linking = await link_entities(
+        kb.engine.stack.graph, ns, ["You Can No Longer Remain Silent"], embedder=embedder, min_similarity=0.9
+    )
+    assert [(link.entity.id, link.match) for link in linking.links] == [("film", "fuzzy")]
+    assert 0.85 <= linking.links[0].score < 1.0
