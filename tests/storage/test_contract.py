@@ -203,6 +203,19 @@ async def test_entities_by_name_words(kb: Khora, namespace: str) -> None:
     assert await names("Kestrel") == [[]]
 
 
+async def test_fuzzy_entity_search_reaches_a_rare_entity_without_a_vector(kb: Khora, namespace: str) -> None:
+    """Beyond the 2,000 most mentioned entities and out of the vector search's reach, a
+    misspelt name still finds its entity through the words they share."""
+    crowd = [
+        Entity(id=f"crowd-{i}", namespace_id=namespace, name=f"Crowd Member {i:04d}", type="PERSON")
+        for i in range(2100)
+    ]
+    target = Entity(id="target", namespace_id=namespace, name="Zelda Quarterman", type="PERSON")
+    await kb.engine.stack.graph.upsert_graph(namespace, entities=[*crowd, target])
+    found = await kb.search_entities("Zelda Quartermann", namespace_id=namespace, method="fuzzy")
+    assert [e.id for e in found][:1] == ["target"]
+
+
 async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora, namespace: str) -> None:
     """The read-path batch methods return what their one-at-a-time counterparts do, and
     nothing from another namespace."""

@@ -125,6 +125,13 @@ class EntityReader:
                     scores[h.entity.id] = max(scores.get(h.entity.id, 0.0), float(h.score))
             if method in ("fuzzy", "all"):
                 pool = {h.entity.id: h.entity for h in hits}
+                # Entities sharing a word with the query, with or without a vector, then the
+                # most mentioned ones.
+                (by_words,) = await self.stack.graph.find_entities_by_words(
+                    namespace_id, [query], limit=max(limit * 5, 25)
+                )
+                for e in by_words:
+                    pool.setdefault(e.id, e)
                 for e in await self.stack.graph.list_entities(namespace_id, offset=0, limit=2000):
                     pool.setdefault(e.id, e)
                 choices = {eid: e.name for eid, e in pool.items()}
