@@ -44,6 +44,8 @@ from khora_core.storage.sqlite_lance.vectors import EntityVectorCache, query_vec
 
 #: Stop expanding a neighbourhood once it holds this many entities (depth x fan-out can explode).
 MAX_NEIGHBOURHOOD = 5000
+#: Most candidates one word of a name adds in ``find_entities_by_words``.
+WORD_FANOUT = 50
 
 
 class SqliteGraphStore:
@@ -100,28 +102,37 @@ class SqliteGraphStore:
     ) -> list[list[Entity]]:
         """For each text, up to ``limit`` entities whose name shares a word with it
         (:func:`~khora_core.storage.name_words.name_words`), those sharing the rarest words
-        first (the sum of 1 / the word's entity count), then shorter names."""
-        sql = (
-            "WITH q(word) AS (SELECT value FROM json_each(?)), "
-            "df AS (SELECT w.word, COUNT(*) AS n FROM entity_words w JOIN q ON q.word = w.word "
-            "WHERE w.namespace_id = ? GROUP BY w.word) "
-            "SELECT w.entity_id, SUM(1.0 / df.n) AS s FROM df "
-            "JOIN entity_words w ON w.namespace_id = ? AND w.word = df.word "
-            "JOIN entities e ON e.namespace_id = w.namespace_id AND e.id = w.entity_id "
-            "GROUP BY w.entity_id ORDER BY s DESC, length(e.name), w.entity_id LIMIT ?"
+        first (the sum of 1 / the word's entity count), then shorter names.
+
+        A word names at most :data:`WORD_FANOUT` candidates (a common word such as "river"
+        adds little to the score and would otherwise read thousands of rows).
+        """
+        count_sql = (
+            "SELECT word, COUNT(*) FROM entity_words WHERE namespace_id = ? "
+            "AND word IN (SELECT value FROM json_each(?)) GROUP BY word"
         )
+        ids_sql = "SELECT entity_id FROM entity_words WHERE namespace_id = ? AND word = ? LIMIT ?"
 
         def run(conn: sqlite3.Connection) -> list[list[Entity]]:
-            ranked: list[list[str]] = []
+            scored: list[dict[str, float]] = []
             for text in texts:
                 words = name_words(text)
-                if not words or limit <= 0:
-                    ranked.append([])
-                    continue
-                params = (json_ids(words), namespace_id, namespace_id, int(limit))
-                ranked.append([r[0] for r in conn.execute(sql, params)])
-            found = fetch_entities(conn, namespace_id, {i for ids in ranked for i in ids})
-            return [[found[i] for i in ids if i in found] for ids in ranked]
+                score: dict[str, float] = {}
+                if words and limit > 0:
+                    counts = conn.execute(count_sql, (namespace_id, json_ids(words))).fetchall()
+                    for word, n in sorted(counts, key=lambda wc: (wc[1], wc[0])):
+                        for (eid,) in conn.execute(ids_sql, (namespace_id, word, WORD_FANOUT)):
+                            score[eid] = score.get(eid, 0.0) + 1.0 / n
+                # Shorter names break ties among the best-scored (a few times ``limit``).
+                best = sorted(score, key=lambda e: (-score[e], e))[: max(0, limit) * 4]
+                scored.append({e: score[e] for e in best})
+            found = fetch_entities(conn, namespace_id, {e for s in scored for e in s})
+            return [
+                sorted(
+                    (found[e] for e in s if e in found), key=lambda ent: (-s[ent.id], len(ent.name), ent.id)
+                )[: max(0, limit)]
+                for s in scored
+            ]
 
         return await self._db.read_tx(run, what="find entities by name words")
 
