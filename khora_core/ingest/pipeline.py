@@ -274,7 +274,7 @@ class IngestPipeline:
                 )
 
         followed = [asyncio.ensure_future(follow(w, o)) for w, o in followers]
-        writes: list[list[asyncio.Future[None]]] = []
+        writing: asyncio.Future[None] | None = None  # the previous window's write
         try:
             await asyncio.gather(*(dedup(w) for w in live))
             live = [w for w in live if w.outcome is None]
@@ -298,34 +298,25 @@ class IngestPipeline:
                 # The previous window's write runs while this one embeds and extracts; it
                 # lands before this window looks up stored entities, so what is built never
                 # depends on how fast a write was.
-                landed = asyncio.gather(*writes[0]) if writes else None
                 ready = [w for w in window if w.outcome is None]
-                await asyncio.gather(*(self._prepare(w, namespace_id, limit, settle, landed) for w in ready))
-                if landed is not None:
-                    await landed
-                    writes.pop(0)
+                await asyncio.gather(*(self._prepare(w, namespace_id, limit, settle, writing) for w in ready))
+                if writing is not None:
+                    await writing
                 ready = [w for w in ready if w.outcome is None]
                 await self._build_graphs(ready, namespace_id, names, built, settle)
-                writes.append(
-                    [
-                        asyncio.ensure_future(
-                            write_window(
-                                self.stack,
-                                [w for w in ready if w.outcome is None],
-                                namespace_id,
-                                write_limit,
-                                settle,
-                            )
-                        )
-                    ]
+                writing = asyncio.ensure_future(
+                    write_window(
+                        self.stack, [w for w in ready if w.outcome is None], namespace_id, write_limit, settle
+                    )
                 )
-            while writes:
-                await asyncio.gather(*writes.pop(0))
+            if writing is not None:
+                await writing
             await asyncio.gather(*followed)
         except BaseException:
-            for task in [*followed, *(t for part in writes for t in part)]:
+            pending = [*followed, *([writing] if writing is not None else [])]
+            for task in pending:
                 task.cancel()
-            await asyncio.gather(*followed, *(t for part in writes for t in part), return_exceptions=True)
+            await asyncio.gather(*pending, return_exceptions=True)
             raise
         return [w.outcome for w in works if w.outcome is not None]
 

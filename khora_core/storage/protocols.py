@@ -154,7 +154,7 @@ class GraphStore(Protocol):
         self, namespace_id: str, texts: Sequence[str], *, limit: int
     ) -> list[list[Entity]]:
         """For each text, up to ``limit`` entities whose name shares a word with it
-        (:func:`~khora_core.storage.name_words.name_words`), best first: the candidates that
+        (:func:`~khora_core.storage.words.name_words`), best first: the candidates that
         linking scores by edit distance, found without vectors."""
         ...
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import neo4j
 
 from khora_core.models import Entity, Relationship, WriteBatch
-from khora_core.storage.name_words import name_words
 from khora_core.storage.neo4j import write
 from khora_core.storage.neo4j.errors import translated
 from khora_core.storage.neo4j.records import (
@@ -34,6 +33,7 @@ from khora_core.storage.neo4j.search import (
     neighbourhood_tx,
 )
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
+from khora_core.storage.words import name_words
 
 if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
@@ -282,26 +282,26 @@ class Neo4jGraphStore:
         self, namespace_id: str, texts: Sequence[str], *, limit: int
     ) -> list[list[Entity]]:
         """For each text, up to ``limit`` entities whose name shares a word with it
-        (:func:`~khora_core.storage.name_words.name_words`), best first by the full-text
+        (:func:`~khora_core.storage.words.name_words`), best first by the full-text
         index's BM25 score (rare words and short names first).
 
         The words (letters and digits only) are each quoted and OR-ed into a Lucene query
         that is passed as a parameter: no text reaches Cypher or the query syntax.
         """
         queries = [" OR ".join(f'"{w}"' for w in name_words(t)) for t in texts]
-        asked = [q for q in queries if q]
+        asked = [pos for pos, q in enumerate(queries) if q]  # a text without words asks nothing
         out: list[list[Entity]] = [[] for _ in texts]
         if not asked or limit <= 0:
             return out
         rows = await self._fetch(
-            _FIND_BY_WORDS, ns=namespace_id, queries=asked, index=NAME_WORDS_INDEX, k=int(limit)
+            _FIND_BY_WORDS,
+            ns=namespace_id,
+            queries=[queries[pos] for pos in asked],
+            index=NAME_WORDS_INDEX,
+            k=int(limit),
         )
-        found = {r["i"]: [entity_from_props(e) for e in r["entities"]] for r in rows}
-        slot = 0
-        for pos, q in enumerate(queries):
-            if q:
-                out[pos] = found.get(slot, [])
-                slot += 1
+        for r in rows:
+            out[asked[r["i"]]] = [entity_from_props(e) for e in r["entities"]]
         return out
 
     async def search_entities_by_vector(

@@ -19,7 +19,6 @@ import numpy as np
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import ChunkHit, Entity, Relationship
-from khora_core.storage.name_words import name_words
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.sqlite_lance.db import Database
 from khora_core.storage.sqlite_lance.documents import require_namespace
@@ -41,6 +40,7 @@ from khora_core.storage.sqlite_lance.schema import (
     relationship_from_row,
 )
 from khora_core.storage.sqlite_lance.vectors import EntityVectorCache, query_vector
+from khora_core.storage.words import name_words
 
 #: Stop expanding a neighbourhood once it holds this many entities (depth x fan-out can explode).
 MAX_NEIGHBOURHOOD = 5000
@@ -101,7 +101,7 @@ class SqliteGraphStore:
         self, namespace_id: str, texts: Sequence[str], *, limit: int
     ) -> list[list[Entity]]:
         """For each text, up to ``limit`` entities whose name shares a word with it
-        (:func:`~khora_core.storage.name_words.name_words`), those sharing the rarest words
+        (:func:`~khora_core.storage.words.name_words`), those sharing the rarest words
         first (the sum of 1 / the word's entity count), then shorter names.
 
         A word names at most :data:`WORD_FANOUT` candidates (a common word such as "river"

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import Entity, Mention, Relationship
-from khora_core.storage.name_words import name_words
 from khora_core.storage.protocols import fold
 from khora_core.storage.sqlite_lance.rows import IN_JSON, json_ids
 from khora_core.storage.sqlite_lance.schema import dumps, vector_blob
+from khora_core.storage.words import name_words
 
 _DEFAULT_TYPE = "CONCEPT"
 

@@ -12,7 +12,6 @@ all namespaces together; hits are always restricted to the namespace.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from typing import Any
 
@@ -21,8 +20,8 @@ from khora_core.storage.protocols import SearchPage
 from khora_core.storage.sqlite_lance.db import Database
 from khora_core.storage.sqlite_lance.filtering import PreparedFilter, prepare
 from khora_core.storage.sqlite_lance.schema import CHUNK_SELECT, chunk_from_row
+from khora_core.storage.words import content_words
 
-_TOKEN = re.compile(r"[^\W_]+")
 _MAX_TERMS = 64
 # Dropped from queries (when other words remain): they match almost every chunk, which costs
 # time and adds nothing to a BM25 ranking. Same spirit as PostgreSQL's english stop words.
@@ -43,14 +42,10 @@ def match_expression(text: str) -> str | None:
     >>> match_expression('say "hi" OR *x*')
     '"say" OR "hi" OR "x"'
     """
-    seen: dict[str, None] = {}
-    for token in _TOKEN.findall(text or ""):
-        seen.setdefault(token.casefold(), None)
-    words = list(seen)
-    content = [w for w in words if w not in _STOPWORDS] or words
-    if not content:
+    words = content_words(text, common=_STOPWORDS, limit=_MAX_TERMS)
+    if not words:
         return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in content[:_MAX_TERMS])
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 class Fts5KeywordIndex:

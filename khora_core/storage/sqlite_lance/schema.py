@@ -18,7 +18,7 @@ import numpy as np
 
 from khora_core.errors import ConfigError, InvalidInputError
 from khora_core.models import Chunk, Document, Entity, Namespace, Relationship
-from khora_core.storage.name_words import name_words
+from khora_core.storage.words import name_words
 
 SCHEMA_VERSION = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
