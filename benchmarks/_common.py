@@ -41,7 +41,6 @@ class CachedEmbedder:
         self.inner = inner or build_embedder(None)
         self.name = f"cached:{self.inner.name}"
         self.dimension = self.inner.dimension
-        self.symmetric = getattr(self.inner, "symmetric", False)  # recall may batch question + mentions
         CACHE.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(CACHE / "embeddings.sqlite"), check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS emb (k TEXT PRIMARY KEY, v BLOB)")

@@ -6,7 +6,7 @@ Heavy dependencies (sentence-transformers, litellm, the frameworks) load on firs
 from __future__ import annotations
 
 from khora_core.embedding.adapters import LangChainEmbedder, LlamaIndexEmbedder
-from khora_core.embedding.base import Embedder, is_symmetric
+from khora_core.embedding.base import Embedder
 from khora_core.embedding.factory import build_embedder, ensure_dimension
 from khora_core.embedding.litellm import LiteLLMEmbedder
 from khora_core.embedding.local import SentenceTransformerEmbedder, default_model_path
@@ -20,5 +20,4 @@ __all__ = [
     "build_embedder",
     "default_model_path",
     "ensure_dimension",
-    "is_symmetric",
 ]

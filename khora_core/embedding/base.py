@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Embedder", "is_symmetric"]
+__all__ = ["Embedder"]
 
 
 @runtime_checkable
 class Embedder(Protocol):
     """Turns text into unit-length vectors.
 
-    Implementations batch internally and run model work off the event loop. An embedder
-    whose ``embed_query(t)`` equals ``embed_documents([t])[0]`` may also set
-    ``symmetric = True`` (see :func:`is_symmetric`).
+    Implementations batch internally and run model work off the event loop.
     """
 
     #: A stable name recorded with stored vectors (``"sentence-transformers:all-MiniLM-L6-v2"``).
@@ -29,11 +27,3 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]:
         """Embed a search query; returns one L2-normalised vector."""
         ...
-
-
-def is_symmetric(embedder: object) -> bool:
-    """True when the embedder says ``embed_query(t)`` equals ``embed_documents([t])[0]``
-    (an optional ``symmetric = True`` attribute), so a question and other short texts may
-    share one batch. Embedders that encode queries differently (a query prompt, or a
-    framework's own ``embed_query``) leave it unset."""
-    return getattr(embedder, "symmetric", False) is True

@@ -248,10 +248,6 @@ class SentenceTransformerEmbedder:
         ConfigError: the model cannot be loaded offline.
     """
 
-    #: Queries and passages are encoded alike (no prompt), so recall may embed the question
-    #: and its entity mentions in one batch (``embedding.base.is_symmetric``).
-    symmetric = True
-
     def __init__(
         self,
         model: str = DEFAULT_EMBEDDING_MODEL,

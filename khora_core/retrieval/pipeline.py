@@ -10,10 +10,8 @@ reordered; the returned ``chunk.score`` is made non-increasing down the list and
 the first, so the top hit is 1.0. It is a rank within this result, not a confidence: read
 ``engine_info["max_raw_vector_score"]`` and ``engine_info["abstention_signals"]`` for that.
 
-The question is embedded while it is understood and routed; when the graph channel will
-run, the heuristic router's entity mentions go in the same batch (one forward pass instead
-of two, for embedders that encode queries like passages: ``embedding.base.is_symmetric``),
-and linking takes their vectors from it.
+The question is embedded while it is understood and routed; linking looks its mentions up
+by name meanwhile and embeds only those no name matched (``retrieval.linking``).
 
 Reference ``now`` for relative dates: the caller's ``now``, else the newest ``occurred_at`` in
 the namespace, else the wall clock; ``engine_info["temporal"]["reference_source"]`` says which.
@@ -31,7 +29,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from khora_core.config import KhoraConfig
-from khora_core.embedding.base import Embedder, is_symmetric
+from khora_core.embedding.base import Embedder
 from khora_core.errors import InvalidInputError
 from khora_core.models import RecallResult, SearchMode
 from khora_core.retrieval import ranking
@@ -47,10 +45,10 @@ from khora_core.retrieval.channels import (
 )
 from khora_core.retrieval.hyde import hypothetical_passage, should_use_hyde
 from khora_core.retrieval.limits import decide_limit
-from khora_core.retrieval.linking import LinkedEntity, clean_mentions, link_entities
+from khora_core.retrieval.linking import LinkedEntity, link_entities
 from khora_core.retrieval.pushdown import pushdown_report
 from khora_core.retrieval.router import route
-from khora_core.retrieval.understand import extract_mentions, understand
+from khora_core.retrieval.understand import understand
 from khora_core.storage.protocols import EntityHit, StorageStack
 
 if TYPE_CHECKING:
@@ -117,25 +115,6 @@ class RecallPipeline:
         result.info["passage"] = passage[:200]
         return result
 
-    def _mentions_to_embed_early(self, query: str, mode: SearchMode) -> list[str]:
-        """The mentions linking will embed, when they can share the question's batch.
-
-        Only with a symmetric embedder (queries encoded like passages), a mode that embeds
-        the question, and the heuristic understanding (an LLM's mentions arrive too late),
-        and only when the heuristic route runs the graph channel: a vector-only lookup
-        embeds the question alone.
-        """
-        vc, qc = self.config.vectorcypher, self.config.query
-        if mode is SearchMode.KEYWORD or not is_symmetric(self.embedder):
-            return []
-        if vc.routing_use_llm and self.llm is not None:
-            return []
-        mentions = extract_mentions(query)
-        decision = route(query, vc, entity_mentions=mentions, max_graph_depth=qc.max_graph_depth)
-        if "graph" not in select_channels(mode, decision, enable_bm25=qc.enable_bm25_channel):
-            return []
-        return clean_mentions(mentions)
-
     async def recall(
         self,
         query: str,
@@ -167,22 +146,13 @@ class RecallPipeline:
                 'use filter={"occurred_at": {"$gte": start, "$lt": end}}'
             )
 
-        # 1-2. understand and route, while the question is embedded (every mode but KEYWORD
-        # needs its vector), with its entity mentions in the same batch when linking will
-        # want them and the router is the heuristic one (it finds the same mentions)
+        # 1-2. understand and route while the question is embedded (every mode but
+        # KEYWORD needs its vector)
         t = time.perf_counter()
         qvec_task: asyncio.Future[Any] | None = None
-        mentions_task: asyncio.Future[Any] | None = None
-        early_mentions = self._mentions_to_embed_early(query, mode)
-        if early_mentions:
-            batch = asyncio.ensure_future(self.embedder.embed_documents([query, *early_mentions]))
-            qvec_task = asyncio.ensure_future(_item(batch, 0))
-            mentions_task = asyncio.ensure_future(_item(batch, slice(1, None)))
-            started_tasks: list[asyncio.Future[Any]] = [batch, qvec_task, mentions_task]
-        else:
-            if mode is not SearchMode.KEYWORD:
-                qvec_task = asyncio.ensure_future(self.embedder.embed_query(query))
-            started_tasks = [qvec_task] if qvec_task is not None else []
+        if mode is not SearchMode.KEYWORD:
+            qvec_task = asyncio.ensure_future(self.embedder.embed_query(query))
+        started_tasks: list[asyncio.Future[Any]] = [qvec_task] if qvec_task is not None else []
         try:
             ref_now, ref_source = await self._reference_now(namespace_id, now)
             u = await understand(query, llm=self.llm, use_llm=vc.routing_use_llm, now=ref_now)
@@ -206,8 +176,8 @@ class RecallPipeline:
                 )
                 started_tasks.append(keyword_task)
 
-            # 3. link the question's entities: the exact lookup and the mentions' embedding
-            # start now, while the question is still being embedded
+            # 3. link the question's entities: the lookup by name starts now, while the
+            # question is still being embedded
             link_task: asyncio.Task[Any] | None = None
             if "graph" in names:
                 link_task = asyncio.ensure_future(
@@ -219,12 +189,6 @@ class RecallPipeline:
                         min_similarity=vc.retriever_min_entity_similarity,
                         query_vector=_shielded(qvec_task) if qvec_task is not None else None,
                         query_limit=decision.entry_entities,
-                        mention_vectors=(
-                            _shielded(mentions_task)
-                            if mentions_task is not None
-                            and clean_mentions(u.entity_mentions) == early_mentions
-                            else None
-                        ),
                     )
                 )
                 started_tasks.append(link_task)
@@ -423,11 +387,6 @@ class RecallPipeline:
             documents=list(built.documents.values()),
             engine_info=engine_info,
         )
-
-
-async def _item(batch: asyncio.Future[list[Any]], part: int | slice) -> Any:
-    """A slice of a shared batch's result (the question's vector, or the mentions')."""
-    return (await asyncio.shield(batch))[part]
 
 
 async def _shielded(task: asyncio.Future[_T]) -> _T:

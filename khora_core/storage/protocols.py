@@ -162,7 +162,8 @@ class GraphStore(Protocol):
         self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
     ) -> list[EntityHit]:
         """Entities by raw cosine similarity of their embedding, best first; a vector with
-        no direction (all zeros) finds nothing."""
+        no direction (all zeros) finds nothing. The hits' entities come without their
+        embedding (``get_entities`` reads it): recall needs only the ids, names and scores."""
         ...
 
     async def search_entities_by_vectors(

@@ -375,7 +375,9 @@ async def test_vector_entity_search(store: Neo4jGraphStore, graph_namespace: str
         for h in hits:
             assert h.entity.namespace_id == ns
             assert math.isclose(h.score, cos[h.entity.id], abs_tol=1e-4)
-            assert h.entity.embedding is not None and len(h.entity.embedding) == DIM
+            assert h.entity.embedding is None  # hits carry no vector (get_entities reads it)
+        stored = await store.get_entities(ns, [hits[0].entity.id])
+        assert stored[0].embedding is not None and len(stored[0].embedding) == DIM
         strict = await store.search_entities_by_vector(ns, query.tolist(), limit=5, min_similarity=0.5)
         assert [h.entity.id for h in strict] == [i for i in expected if cos[i] >= 0.5] == ["close"]
         with pytest.raises(InvalidInputError):

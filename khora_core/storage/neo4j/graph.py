@@ -31,6 +31,7 @@ from khora_core.storage.neo4j.search import (
     entity_vector_search_tx,
     entity_vector_searches_tx,
     neighbourhood_tx,
+    rows_of,
 )
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.words import name_words
@@ -47,15 +48,18 @@ _LIST_ENTITIES = f"""
 MATCH (e:Entity {{namespace_id: $ns}})
 WHERE $type IS NULL OR e.type = $type
 WITH e ORDER BY e.mention_count DESC, e.name_lower, e.id SKIP $offset LIMIT $limit
-RETURN e {ENTITY_FIELDS} AS e
+RETURN collect({{e: e {ENTITY_FIELDS}}}) AS rows
 """
 
 _FIND_BY_NAME = """
-MATCH (e:Entity {namespace_id: $ns}) WHERE e.name_lower IN $keys RETURN properties(e) AS e
-UNION
-MATCH (a:EntityAlias {namespace_id: $ns}) WHERE a.key IN $keys
-MATCH (a)-[:ALIAS_OF]->(e:Entity {namespace_id: $ns})
-RETURN properties(e) AS e
+OPTIONAL MATCH (n:Entity {namespace_id: $ns}) WHERE n.name_lower IN $keys
+WITH collect(n) AS by_name
+OPTIONAL MATCH (a:EntityAlias {namespace_id: $ns})-[:ALIAS_OF]->(x:Entity {namespace_id: $ns})
+WHERE a.key IN $keys
+WITH by_name, collect(x) AS by_alias
+UNWIND by_name + by_alias AS e
+WITH DISTINCT e
+RETURN collect({e: properties(e)}) AS rows
 """
 
 # One full-text query per text; other namespaces' hits are dropped before the limit.
@@ -74,14 +78,15 @@ _ENTITIES_FOR_CHUNKS = f"""
 MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
 WHERE c.id IN $ids
 WITH c.id AS chunk_id, e, m ORDER BY m.count DESC, e.name_lower, e.id
-RETURN chunk_id, collect(e {ENTITY_FIELDS}) AS entities
+WITH chunk_id, collect(e {ENTITY_FIELDS}) AS entities
+RETURN collect({{chunk_id: chunk_id, entities: entities}}) AS rows
 """
 
 _RELATIONSHIPS_AMONG = """
 MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
 WHERE s.id IN $ids AND t.id IN $ids
-RETURN properties(r) AS r, s.id AS source_id, t.id AS target_id
-ORDER BY r.weight DESC, r.id LIMIT $limit
+WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
 """
 
 _RELATIONSHIPS_FOR_CHUNKS = """
@@ -91,14 +96,15 @@ WITH collect(DISTINCT e) AS ents
 UNWIND ents AS s
 MATCH (s)-[r:RELATES]->(t:Entity {namespace_id: $ns})
 WHERE t IN ents
-RETURN properties(r) AS r, s.id AS source_id, t.id AS target_id
-ORDER BY r.weight DESC, r.id LIMIT $limit
+WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
 """
 
 _DOCUMENTS_FOR_ENTITIES = """
 MATCH (e:Entity {namespace_id: $ns})-[:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
 WHERE e.id IN $ids
-RETURN e.id AS id, collect(DISTINCT c.document_id) AS documents
+WITH e.id AS id, collect(DISTINCT c.document_id) AS documents
+RETURN collect({id: id, documents: documents}) AS rows
 """
 
 _CHUNK_MENTIONS = """
@@ -106,29 +112,29 @@ UNWIND $ids AS eid
 MATCH (e:Entity {namespace_id: $ns, id: eid})-[m:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
 WITH eid, c.id AS cid, m.count AS n ORDER BY n DESC, cid
 WITH eid, collect([cid, n])[..$per] AS top
-RETURN eid, top
+RETURN collect({eid: eid, top: top}) AS rows
 """
 
 _TIME_NODES = """
 MATCH (c:Chunk {namespace_id: $ns, id: $id})-[:AT_TIME]->(t)
 WHERE t.namespace_id = $ns
-RETURN t.key AS key ORDER BY key
+WITH t.key AS key ORDER BY key
+RETURN collect({key: key}) AS rows
 """
 
 _LIST_RELATIONSHIPS = """
 MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
 WHERE $types IS NULL OR r.type IN $types
-RETURN properties(r) AS r, s.id AS source_id, t.id AS target_id
-ORDER BY r.weight DESC, r.id LIMIT $limit
+WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
 """
 
 _LIST_RELATIONSHIPS_OF = """
 UNWIND $ids AS id
 MATCH (:Entity {namespace_id: $ns, id: id})-[r:RELATES]-(:Entity {namespace_id: $ns})
 WHERE $types IS NULL OR r.type IN $types
-WITH DISTINCT r
-RETURN properties(r) AS r, startNode(r).id AS source_id, endNode(r).id AS target_id
-ORDER BY r.weight DESC, r.id LIMIT $limit
+WITH DISTINCT r ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: startNode(r).id, target_id: endNode(r).id}) AS rows
 """
 
 _COUNT_ENTITIES = "MATCH (e:Entity {namespace_id: $ns}) RETURN count(e) AS n"
@@ -182,6 +188,10 @@ class Neo4jGraphStore:
             return await result.data()
 
         return await self._read(work)
+
+    async def _fetch_rows(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        """The rows of a statement that returns them as one list (see ``search.rows_of``)."""
+        return await self._read(rows_of, query, params)
 
     # -- schema and maintenance --------------------------------------------------------------
 
@@ -256,7 +266,7 @@ class Neo4jGraphStore:
         ids = list(dict.fromkeys(entity_ids))
         if not ids:
             return []
-        rows = await self._fetch(GET_ENTITIES, ns=namespace_id, ids=ids)
+        rows = await self._fetch_rows(GET_ENTITIES, ns=namespace_id, ids=ids)
         found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
         return [found[i] for i in ids if i in found]
 
@@ -264,7 +274,7 @@ class Neo4jGraphStore:
         self, namespace_id: str, *, offset: int = 0, limit: int = 100, type: str | None = None
     ) -> list[Entity]:
         """Entities by mention count (most mentioned first), then name."""
-        rows = await self._fetch(
+        rows = await self._fetch_rows(
             _LIST_ENTITIES, ns=namespace_id, type=type, offset=max(0, offset), limit=max(0, limit)
         )
         return [entity_from_props(r["e"]) for r in rows]
@@ -274,7 +284,7 @@ class Neo4jGraphStore:
         keys = sorted({fold(n) for n in names if n and n.strip()})
         if not keys:
             return []
-        rows = await self._fetch(_FIND_BY_NAME, ns=namespace_id, keys=keys)
+        rows = await self._fetch_rows(_FIND_BY_NAME, ns=namespace_id, keys=keys)
         found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
         return sorted(found.values(), key=lambda e: (-e.mention_count, e.id))
 
@@ -380,7 +390,7 @@ class Neo4jGraphStore:
         ids = list(dict.fromkeys(entity_ids))
         if not ids or per_entity <= 0:
             return {}
-        rows = await self._fetch(_CHUNK_MENTIONS, ns=namespace_id, ids=ids, per=int(per_entity))
+        rows = await self._fetch_rows(_CHUNK_MENTIONS, ns=namespace_id, ids=ids, per=int(per_entity))
         return {r["eid"]: {cid: int(n) for cid, n in r["top"]} for r in rows if r["top"]}
 
     async def entities_for_chunks(
@@ -389,7 +399,7 @@ class Neo4jGraphStore:
         """Entities mentioned in each chunk (most mentions first); chunks with none are absent."""
         if not chunk_ids:
             return {}
-        rows = await self._fetch(_ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
+        rows = await self._fetch_rows(_ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
         return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"]] for r in rows}
 
     async def relationships_among(
@@ -398,7 +408,7 @@ class Neo4jGraphStore:
         """Relationships with both ends among ``entity_ids``, heaviest first."""
         if not entity_ids:
             return []
-        rows = await self._fetch(
+        rows = await self._fetch_rows(
             _RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
         )
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
@@ -409,7 +419,7 @@ class Neo4jGraphStore:
         """Relationships with both ends among the entities mentioned in ``chunk_ids``, heaviest first."""
         if not chunk_ids:
             return []
-        rows = await self._fetch(
+        rows = await self._fetch_rows(
             _RELATIONSHIPS_FOR_CHUNKS,
             ns=namespace_id,
             ids=list(set(chunk_ids)),
@@ -423,12 +433,12 @@ class Neo4jGraphStore:
         """The documents that mention each entity (sorted ids); entities with none are absent."""
         if not entity_ids:
             return {}
-        rows = await self._fetch(_DOCUMENTS_FOR_ENTITIES, ns=namespace_id, ids=list(set(entity_ids)))
+        rows = await self._fetch_rows(_DOCUMENTS_FOR_ENTITIES, ns=namespace_id, ids=list(set(entity_ids)))
         return {r["id"]: sorted(r["documents"]) for r in rows}
 
     async def time_nodes_for_chunk(self, namespace_id: str, chunk_id: str) -> list[str]:
         """The ``AT_TIME`` time-node keys (ISO dates, ``YYYY-MM-DD``) of a chunk."""
-        rows = await self._fetch(_TIME_NODES, ns=namespace_id, id=chunk_id)
+        rows = await self._fetch_rows(_TIME_NODES, ns=namespace_id, id=chunk_id)
         return [r["key"] for r in rows]
 
     async def list_relationships(
@@ -446,9 +456,9 @@ class Neo4jGraphStore:
             "limit": max(0, limit),
         }
         if entity_ids is None:
-            rows = await self._fetch(_LIST_RELATIONSHIPS, **params)
+            rows = await self._fetch_rows(_LIST_RELATIONSHIPS, **params)
         else:
-            rows = await self._fetch(_LIST_RELATIONSHIPS_OF, ids=list(set(entity_ids)), **params)
+            rows = await self._fetch_rows(_LIST_RELATIONSHIPS_OF, ids=list(set(entity_ids)), **params)
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
 
     # -- writes outside a document -----------------------------------------------------------

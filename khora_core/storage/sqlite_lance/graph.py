@@ -179,7 +179,7 @@ class SqliteGraphStore:
                 top = np.argpartition(-s, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
                 top = top[np.lexsort((top, -s[top]))]
                 picks.append([(ids[i], float(s[i])) for i in top if s[i] >= min_similarity])
-            found = fetch_entities(conn, namespace_id, {i for p in picks for i, _ in p}, embeddings=True)
+            found = fetch_entities(conn, namespace_id, {i for p in picks for i, _ in p}, embeddings=False)
             return [[EntityHit(entity=found[i], score=s) for i, s in p if i in found] for p in picks]
 
         return await self._db.read_tx(run, what="search entities")
