@@ -10,6 +10,7 @@ embeddings; listings and traversals leave ``Entity.embedding`` as ``None`` to st
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +32,7 @@ from khora_core.storage.neo4j.search import (
     entity_vector_search_tx,
     entity_vector_searches_tx,
     neighbourhood_tx,
+    records_of,
     rows_of,
 )
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
@@ -183,15 +185,12 @@ class Neo4jGraphStore:
             return await session.execute_write(work, *args)
 
     async def _fetch(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        async def work(tx: neo4j.AsyncManagedTransaction) -> list[dict[str, Any]]:
-            result = await tx.run(query, params)
-            return await result.data()
-
-        return await self._read(work)
+        """Every record of a statement that returns a record or a few (``search.records_of``)."""
+        return await self._read(functools.partial(records_of, query=query, **params))
 
     async def _fetch_rows(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        """The rows of a statement that returns them as one list (see ``search.rows_of``)."""
-        return await self._read(rows_of, query, params)
+        """The rows of a statement that returns them as one list (``search.rows_of``)."""
+        return await self._read(functools.partial(rows_of, query=query, **params))
 
     # -- schema and maintenance --------------------------------------------------------------
 

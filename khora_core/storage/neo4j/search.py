@@ -32,6 +32,7 @@ __all__ = [
     "entity_vector_search_tx",
     "entity_vector_searches_tx",
     "neighbourhood_tx",
+    "records_of",
     "rows_of",
 ]
 
@@ -53,7 +54,9 @@ WITH a, collect([r, b.id])[..$fanout] AS picked
 UNWIND range(0, size(picked) - 1) AS i
 WITH i, picked[i][0] AS r, picked[i][1] AS other_id
 ORDER BY i, r.weight DESC, r.id
-RETURN collect({r: properties(r), source_id: startNode(r).id, target_id: endNode(r).id, other_id: other_id}) AS rows
+RETURN collect({
+  r: properties(r), source_id: startNode(r).id, target_id: endNode(r).id, other_id: other_id
+}) AS rows
 """
 
 _ENTITIES_BY_ID = f"""
@@ -107,12 +110,13 @@ RETURN collect({e: properties(e)}) AS rows
 """
 
 
-async def _data(tx: AsyncManagedTransaction, query: str, **params: Any) -> list[dict[str, Any]]:
+async def records_of(tx: AsyncManagedTransaction, query: str, **params: Any) -> list[dict[str, Any]]:
+    """Every record of a statement, as dicts (for statements that return a record or a few)."""
     result = await tx.run(query, params)
     return await result.data()
 
 
-async def rows_of(tx: AsyncManagedTransaction, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+async def rows_of(tx: AsyncManagedTransaction, query: str, **params: Any) -> list[dict[str, Any]]:
     """The rows of a statement written to return them as one list, ``RETURN collect({...}) AS rows``.
 
     The async driver spends about 50 us on each streamed record (a few event-loop turns
@@ -120,7 +124,7 @@ async def rows_of(tx: AsyncManagedTransaction, query: str, params: dict[str, Any
     """
     result = await tx.run(query, params)
     record = await result.single(strict=False)
-    return list(record["rows"]) if record is not None else []
+    return record["rows"] if record is not None else []
 
 
 async def neighbourhood_tx(
@@ -135,7 +139,7 @@ async def neighbourhood_tx(
     """Breadth-first, one query per hop, so the fan-out cap applies at every hop. Within a
     hop, each frontier entity's heaviest edge comes first, then each one's second, so a
     ``max_entities`` cap shares the budget among the frontier."""
-    rows = await rows_of(tx, _ENTITIES_BY_ID, {"ns": ns, "ids": seeds}) if seeds else []
+    rows = await rows_of(tx, _ENTITIES_BY_ID, ns=ns, ids=seeds) if seeds else []
     distance: dict[str, int] = {r["e"]["id"]: 0 for r in rows}
     limit = (
         MAX_NEIGHBOURHOOD if max_entities is None else min(MAX_NEIGHBOURHOOD, len(distance) + max_entities)
@@ -146,8 +150,7 @@ async def neighbourhood_tx(
         if not frontier or len(distance) >= limit or max_fanout <= 0:
             break
         nxt: list[str] = []
-        hop_params = {"ns": ns, "frontier": frontier, "fanout": max_fanout, "types": types}
-        for row in await rows_of(tx, _HOP, hop_params):
+        for row in await rows_of(tx, _HOP, ns=ns, frontier=frontier, fanout=max_fanout, types=types):
             if row["other_id"] not in distance:
                 if len(distance) >= limit:
                     continue
@@ -158,7 +161,7 @@ async def neighbourhood_tx(
         frontier = nxt
     found = {
         r["e"]["id"]: entity_from_props(r["e"])
-        for r in await rows_of(tx, _ENTITIES_BY_ID, {"ns": ns, "ids": list(distance)})
+        for r in await rows_of(tx, _ENTITIES_BY_ID, ns=ns, ids=list(distance))
     }
     return Neighbourhood(
         entities=[found[e] for e in distance if e in found],
@@ -204,7 +207,7 @@ async def chunks_for_entities_tx(
     query = _CHUNKS_FOR_ENTITIES.format(where=where, order=_BY_TIME if temporal_sort else _BY_MENTIONS)
     skip, size = 0, limit if prepared is None else limit * 4
     while True:
-        rows = await rows_of(tx, query, {"ns": ns, "ids": entity_ids, "skip": skip, "size": size, **params})
+        rows = await rows_of(tx, query, ns=ns, ids=entity_ids, skip=skip, size=size, **params)
         for row in rows:
             chunk = chunk_from_props(row["c"])
             # Defensive: the pushed part was already enforced, but the result must never
@@ -250,12 +253,12 @@ async def _candidates(
         if first is not None:
             (seen, hits), first = first, None
         else:
-            rows = await _data(tx, _VECTOR_QUERY, k=k, **params)
+            rows = await records_of(tx, _VECTOR_QUERY, k=k, **params)
             seen, hits = (rows[0]["seen"], rows[0]["hits"]) if rows else (0, [])
         if len(hits) >= limit or seen < k:
             return hits
         if k >= _MAX_VECTOR_K:
-            rows = await _data(tx, _VECTOR_EXACT, **params)
+            rows = await records_of(tx, _VECTOR_EXACT, **params)
             return rows[0]["hits"] if rows else []
         k *= 4
 
@@ -301,7 +304,7 @@ async def entity_vector_searches_tx(
     k = max(limit * 4, 50)
     found: dict[int, list[tuple[str, float]]] = {}
     if live:
-        rows = await _data(
+        rows = await records_of(
             tx,
             _VECTORS_QUERY,
             index=VECTOR_INDEX,
@@ -321,7 +324,7 @@ async def entity_vector_searches_tx(
     ids = sorted({eid for pairs in scored.values() for _, eid in pairs})
     # The hits' fields without their embeddings (decoding 384 floats per entity cost
     # more than the search itself).
-    rows = await rows_of(tx, _ENTITIES_BY_ID, {"ns": ns, "ids": ids}) if ids else []
+    rows = await rows_of(tx, _ENTITIES_BY_ID, ns=ns, ids=ids) if ids else []
     entities = {r["e"]["id"]: entity_from_props(r["e"]) for r in rows}
     return [
         [
