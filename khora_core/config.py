@@ -84,6 +84,11 @@ class EmbeddingConfig(_Section):
     device: str | None = None
     #: Needed only for litellm models whose dimension Khora cannot probe offline.
     dimension: int | None = None
+    #: Torch threads for a small call to a local model (at most 8 texts and 1,024
+    #: characters: a question, its entity mentions); ``None`` uses every core, as large
+    #: calls always do. One thread embeds a question nearly as fast and leaves the other
+    #: cores to the event loop and the databases working on the same recall.
+    query_threads: int | None = Field(default=1, ge=1)
 
 
 class LLMConfig(_Section):

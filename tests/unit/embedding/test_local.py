@@ -58,3 +58,43 @@ async def test_long_texts_in_smaller_batches_give_the_same_vectors() -> None:
     model, _ = embedder._model()
     plain = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
     assert got.shape == plain.shape and np.allclose(got, plain, atol=1e-5)
+
+
+async def test_the_packaged_model_runs_traced_and_matches_encode() -> None:
+    from khora_core.embedding import local
+    from khora_core.embedding._traced import TracedEncoder
+
+    embedder = SentenceTransformerEmbedder()
+    texts = ["Acme", "Maya Chen joined Northwind Labs in 2021.", "Lisbon " * 300, "Where is the cat?"]
+    got = np.asarray(await embedder.embed_documents(texts))
+    model, _ = embedder._model()
+    traced = local._TRACED[id(model)]
+    assert isinstance(traced, TracedEncoder)  # the fast path is the one in use
+    plain = model.encode(texts, batch_size=2, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.allclose(got, plain, atol=1e-5)
+    # Batched with padding (two at a time) or one by one: the same rows, in input order.
+    assert np.allclose(traced.encode(texts, 2), plain, atol=1e-5)
+    assert np.allclose(np.asarray(await embedder.embed_query(texts[1])), plain[1], atol=1e-5)
+
+
+async def test_a_small_call_runs_on_query_threads_and_restores_the_setting() -> None:
+    import torch
+
+    from khora_core.embedding import local
+
+    embedder = SentenceTransformerEmbedder(query_threads=1)
+    seen: list[int] = []
+    embedder._model()  # loaded before the spy counts
+    real = local._encode_in_passes
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    before = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(local, "_encode_in_passes", spy)
+        embedder._encode(["Where is the cat?"])  # small: one thread
+        embedder._encode([f"passage {i}" for i in range(20)])  # large: unchanged
+    assert seen == [1, before]
+    assert torch.get_num_threads() == before
