@@ -13,7 +13,7 @@ must not be used by two threads at once.
 
 Memory: a forward pass holds activations in proportion to its padded tokens (texts x the
 longest one), so long texts go in smaller batches (:data:`_TOKENS_PER_PASS`; short texts
-such as entity names still go ``batch_size`` at a time). On CPU, batches of 64 chunks of
+such as entity names go up to the same token budget, at most 512 at a time). On CPU, batches of 64 chunks of
 up to 256 tokens took 400-500 MB of activations and ran *slower* (53-56 chunks/s against
 65-70 with at most 2,048 padded tokens per pass, all-MiniLM-L6-v2 on 2 cores). After a
 large call the freed heap is handed back to the OS (glibc ``malloc_trim``): otherwise the
@@ -57,6 +57,9 @@ _THREADS_SET = False
 
 #: Most padded tokens (batch size x longest text) in one forward pass of long texts.
 _TOKENS_PER_PASS = 2048
+#: Most short texts in one forward pass (names of a few tokens: 7,218 entity names took
+#: 8.4 s 64 at a time and 6.2 s 512 at a time).
+_MOST_TEXTS_PER_PASS = 512
 #: Calls with at least this many texts hand freed memory back to the OS afterwards.
 _TRIM_FROM = 64
 #: A call this small (texts, characters) runs on ``query_threads`` torch threads.
@@ -213,14 +216,23 @@ def _forward_batches(lengths: Sequence[int], batch_size: int, budget: int) -> li
     """Text indexes, longest first, in runs that share one forward batch size.
 
     A batch holds ``batch_size`` texts unless its longest text times that exceeds
-    ``budget`` tokens; then the largest power of two that fits (at least 1).
+    ``budget`` tokens; then the largest power of two that fits (at least 1). Short texts
+    (entity names) go more than ``batch_size`` at a time: the largest power of two that
+    fits the budget, at most :data:`_MOST_TEXTS_PER_PASS`.
     """
+
+    def power_of_two(n: int) -> int:
+        return 1 << (max(1, n).bit_length() - 1)
+
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     runs: list[tuple[list[int], int]] = []
     pos = 0
     while pos < len(order):
         fits = budget // max(1, lengths[order[pos]])
-        size = batch_size if fits >= batch_size else 1 << (max(1, fits).bit_length() - 1)
+        if fits >= batch_size:
+            size = max(batch_size, power_of_two(min(fits, _MOST_TEXTS_PER_PASS)))
+        else:
+            size = power_of_two(fits)
         if runs and runs[-1][1] == size:
             runs[-1][0].extend(order[pos : pos + size])
         else:

@@ -16,12 +16,16 @@ def test_forward_batches_keep_padded_tokens_under_the_budget() -> None:
     order = [i for idx, _ in runs for i in idx]
     assert [lengths[i] for i in order] == sorted(lengths, reverse=True)  # longest first
     for idx, size in runs:
-        assert size & (size - 1) == 0 and 1 <= size <= 4
+        assert size & (size - 1) == 0 and 1 <= size <= local._MOST_TEXTS_PER_PASS
         for lo in range(0, len(idx), size):
             batch = idx[lo : lo + size]
             assert len(batch) * max(lengths[i] for i in batch) <= 512 or len(batch) == 1
-    assert [size for _, size in runs] == [2, 4]  # 256-token texts two at a time, the rest by 4
-    assert local._forward_batches([10, 10, 10], 64, 2048) == [([0, 1, 2], 64)]
+    # 120 to 256 tokens two at a time; from 64 tokens down, 8 at a time (more than batch_size:
+    # 8 x 64 tokens fit the budget).
+    assert [size for _, size in runs] == [2, 8]
+    assert local._forward_batches([10, 10, 10], 64, 2048) == [([0, 1, 2], 128)]
+    assert local._forward_batches([3] * 5, 64, 2048) == [(list(range(5)), local._MOST_TEXTS_PER_PASS)]
+    assert local._forward_batches([100, 100], 64, 2048) == [([0, 1], 16)]
     assert local._forward_batches([5000], 64, 2048) == [([0], 1)]  # never below one text
     assert local._forward_batches([], 64, 2048) == []
 
