@@ -1,7 +1,7 @@
 """recall() latency per routed complexity on both stacks, beside a plain langchain-postgres PGVector.
 
     python -m benchmarks.latency [--stack all|sqlite_lance|postgres] [--corpus all] [--limit N]
-                                 [--max-questions N] [--no-pgvector]
+                                 [--max-questions N] [--no-pgvector] [--no-gc-freeze]
 
 Every development corpus (multi-hop passages and LoCoMo turns, about 11,800 passages) is
 remembered into one namespace per stack with the offline extractor; passage embeddings come
@@ -17,12 +17,19 @@ On PostgreSQL the same chunk texts and vectors are loaded into a langchain-postg
 is timed with the query embedded by the same model: as shipped (no vector index: an exact
 scan) and with an HNSW index on its table. Targets (issue): p95 at most 40 ms SIMPLE, 80 ms
 MODERATE, 150 ms COMPLEX; VECTOR within 1.3x of plain PGVector.
+
+Before the timed recalls the process freezes what is alive (``gc.freeze()``), as a serving
+process would after start-up: importing torch and sentence-transformers leaves about 500,000
+objects that every full collection walks (about 0.3 s on these CPUs), and one such pause on
+a 13-question group is its p95. A table reports the full collections during timing;
+``--no-gc-freeze`` times without the freeze.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import time
 import uuid
@@ -130,6 +137,39 @@ def pgvector_timings(
     return out
 
 
+class FullCollections:
+    """Counts the interpreter's full (generation 2) collections while the block runs; with
+    ``freeze``, first moves every object alive into the permanent generation (``gc.freeze``,
+    undone on exit), as a serving process does once it has started."""
+
+    def __init__(self, *, freeze: bool) -> None:
+        self.freeze = freeze
+        self.frozen = 0
+        self.pauses_ms: list[float] = []
+        self._since = 0.0
+
+    def _track(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._since = time.perf_counter()
+        else:
+            self.pauses_ms.append((time.perf_counter() - self._since) * 1000)
+
+    def __enter__(self) -> FullCollections:
+        if self.freeze:
+            gc.collect()
+            gc.freeze()
+            self.frozen = gc.get_freeze_count()
+        gc.callbacks.append(self._track)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._track)
+        if self.freeze:
+            gc.unfreeze()
+
+
 async def run_stack(
     name: str,
     cfg: Any,
@@ -155,8 +195,10 @@ async def run_stack(
             result["chunks"] = stats.chunks
             embedder.live = True
             await time_recalls(kb, ns, qs[:10], SearchMode.HYBRID)  # warm-up: caches, model
-            result["hybrid"] = await time_recalls(kb, ns, qs, SearchMode.HYBRID)
-            result["vector"] = await time_recalls(kb, ns, qs, SearchMode.VECTOR)
+            with FullCollections(freeze=not args.no_gc_freeze) as full:
+                result["hybrid"] = await time_recalls(kb, ns, qs, SearchMode.HYBRID)
+                result["vector"] = await time_recalls(kb, ns, qs, SearchMode.VECTOR)
+            result["gc"] = full
             if name == "postgres" and not args.no_pgvector:
                 embedder.live = False
                 texts = chunk_texts(items, cfg)
@@ -235,6 +277,21 @@ async def main_async(args: argparse.Namespace) -> None:
         ["stack", "mode / complexity", "queries", *STAGES, "wall"],
         rows,
     )
+    print_table(
+        "Full garbage collections during the timed recalls (a full collection walks every "
+        "object alive: about 0.3 s once torch and sentence-transformers are imported, unless "
+        "they were frozen first; --no-gc-freeze to see it)",
+        ["stack", "objects frozen before timing", "full collections", "longest ms"],
+        [
+            [
+                name,
+                r["gc"].frozen,
+                len(r["gc"].pauses_ms),
+                round(max(r["gc"].pauses_ms, default=0.0), 1),
+            ]
+            for name, r in results.items()
+        ],
+    )
     pg = results.get("postgres", {})
     if pg.get("pgvector"):
         vec = [ms for ms, _, _ in pg["vector"]]
@@ -265,6 +322,11 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="at most N passages")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--no-pgvector", action="store_true", help="skip the langchain-postgres baseline")
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="time without gc.freeze() after start-up (full collections then pause ~0.3 s)",
+    )
     parser.add_argument("--progress", action="store_true", help="progress bar while remembering")
     asyncio.run(main_async(parser.parse_args()))
 
