@@ -139,6 +139,10 @@ class QueryConfig(_Section):
 
     enable_diversity: bool = True
     diversity_lambda: float = 0.5
+    #: MMR counts two chunks as redundant only above this cosine (rescaled to 0-1 above
+    #: it), so it removes near-duplicates, as the specification says, rather than pushing
+    #: apart related passages that a multi-hop answer needs; 0.0 is classic MMR.
+    diversity_duplicate_floor: float = Field(default=0.8, ge=0.0, lt=1.0)
     enable_reranking: bool = False
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     enable_llm_reranking: bool = False

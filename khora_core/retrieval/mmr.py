@@ -1,9 +1,16 @@
 """Maximal Marginal Relevance: drop near-duplicates after fusion.
 
-Each pick maximises ``λ · relevance(d) − (1 − λ) · max_{s ∈ picked} cos(d, s)``, with
-relevance min-max normalised to [0, 1] so that it is on the cosine's scale. The first pick
-is always the most relevant item, so MMR never changes the top hit. Vectorised with numpy:
-one similarity matrix, one running max per candidate.
+Each pick maximises ``λ · relevance(d) − (1 − λ) · max_{s ∈ picked} sim(d, s)``, with
+relevance min-max normalised to [0, 1] so that it is on the similarity's scale. The first
+pick is always the most relevant item, so MMR never changes the top hit. Vectorised with
+numpy: one similarity matrix, one running max per candidate.
+
+``sim`` is the cosine rescaled above a ``duplicate_floor``: ``(cos - floor) / (1 - floor)``,
+0 at or below the floor. Classic MMR (floor 0) also demotes passages that are merely on the
+same subject, which are often the second hop a question needs; with the read path's floor
+of 0.8 only near-duplicates are demoted. On the development sets (embedded store, default
+settings otherwise) HYBRID Recall@5 went 62.2 / 67.5 / 77-78 -> 63.3 / 70.0 / 79.0 on
+MuSiQue / 2Wiki / HotpotQA and LoCoMo recall@10 stayed at 0.51.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ def mmr_order(
     *,
     lambda_: float = 0.5,
     k: int | None = None,
+    duplicate_floor: float = 0.0,
 ) -> list[int]:
     """Order items by MMR.
 
@@ -29,13 +37,18 @@ def mmr_order(
         embeddings: one vector per item (normalised here; need not be unit length).
         lambda_: 1.0 is pure relevance, 0.0 pure diversity.
         k: how many items MMR picks; the rest follow in relevance order. None: all.
+        duplicate_floor: cosine at or below which two items are not redundant at all
+            (see the module docstring); 0.0 is classic MMR.
 
     Returns:
         Item indices in their new order (a permutation of ``range(len(relevance))``).
 
     Raises:
-        ValueError: ``relevance`` and ``embeddings`` differ in length.
+        ValueError: ``relevance`` and ``embeddings`` differ in length, or
+            ``duplicate_floor`` is outside [0, 1).
     """
+    if not 0.0 <= duplicate_floor < 1.0:
+        raise ValueError(f"duplicate_floor must be in [0, 1), got {duplicate_floor}")
     n = len(relevance)
     if n == 0:
         return []
@@ -48,6 +61,8 @@ def mmr_order(
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     vecs = vecs / np.where(norms > 0, norms, 1.0)
     sim = vecs @ vecs.T
+    if duplicate_floor > 0.0:
+        sim = np.clip((sim - duplicate_floor) / (1.0 - duplicate_floor), 0.0, 1.0)
     k = n if k is None else max(0, min(k, n))
 
     picked: list[int] = []

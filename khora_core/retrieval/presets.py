@@ -21,7 +21,8 @@ flattens fused ranks: with 50 candidates per channel, mid-rank chunks seen by tw
 outvote one channel's confident top hit, and MMR then pushes apart the related passages a
 multi-hop answer needs. Measured on the development sets (``benchmarks/``, offline
 extractor, embedded store): LoCoMo recall@10 0.503 -> 0.655 in HYBRID; multi-hop HYBRID
-Recall@5 62.2 / 67.5 / 79.0 -> 66.0 / 73.8 / 85.0 on MuSiQue / 2Wiki / HotpotQA.
+Recall@5 63.3 / 70.0 / 79.0 -> 66.0 / 73.8 / 85.0 on MuSiQue / 2Wiki / HotpotQA (the default's
+MMR counts only near-duplicates as redundant, ``QueryConfig.diversity_duplicate_floor``).
 """
 
 from __future__ import annotations

@@ -236,9 +236,20 @@ async def diversify_and_rerank(
         window = mmr_window(ranked, n)
         embs = [cands[c].chunk.embedding for c in window]
         if all(e is not None for e in embs):
-            perm = mmr_order([rel[c] for c in window], embs, lambda_=qc.diversity_lambda, k=n)  # type: ignore[arg-type]
+            perm = mmr_order(
+                [rel[c] for c in window],
+                embs,  # type: ignore[arg-type]
+                lambda_=qc.diversity_lambda,
+                k=n,
+                duplicate_floor=qc.diversity_duplicate_floor,
+            )
             order[: len(window)] = [window[i] for i in perm]
-            mmr_info = {"applied": True, "lambda": qc.diversity_lambda, "pool": len(window)}
+            mmr_info = {
+                "applied": True,
+                "lambda": qc.diversity_lambda,
+                "duplicate_floor": qc.diversity_duplicate_floor,
+                "pool": len(window),
+            }
         else:
             mmr_info["note"] = "skipped: the store returned chunks without embeddings"
 

@@ -38,3 +38,18 @@ def test_empty_and_mismatch() -> None:
     assert mmr_order([], np.zeros((0, 3))) == []
     with pytest.raises(ValueError, match="embeddings"):
         mmr_order([1.0, 0.5], [[1.0, 0.0]])
+
+
+def test_duplicate_floor_demotes_near_duplicates_but_not_related_passages() -> None:
+    # 0 is the question's passage, 1 a second hop on the same subject (cosine 0.6), 2 a
+    # near-copy of 0 (cosine 0.99), 3 an unrelated, less relevant passage.
+    related = [0.6, 0.8, 0.0]
+    copy = [0.99, float(np.sqrt(1 - 0.99**2)), 0.0]
+    embs = [[1.0, 0.0, 0.0], related, copy, [0.0, 0.0, 1.0]]
+    relevance = [1.0, 0.9, 0.85, 0.8]
+    # Classic MMR (floor 0) pushes the related passage below the unrelated one.
+    assert mmr_order(relevance, embs, lambda_=0.5) == [0, 3, 1, 2]
+    # With a floor of 0.8 only the near-copy is redundant: the related passage keeps its place.
+    assert mmr_order(relevance, embs, lambda_=0.5, duplicate_floor=0.8) == [0, 1, 3, 2]
+    with pytest.raises(ValueError, match="duplicate_floor"):
+        mmr_order(relevance, embs, duplicate_floor=1.0)
