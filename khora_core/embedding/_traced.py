@@ -54,9 +54,10 @@ class TracedEncoder:
 
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        size = max(1, batch_size)
         with torch.inference_mode():
-            for lo in range(0, len(order), max(1, batch_size)):
-                idx = order[lo : lo + batch_size]
+            for lo in range(0, len(order), size):
+                idx = order[lo : lo + size]
                 batch = self._tokenizer(
                     [texts[i] for i in idx], padding=True, return_tensors="pt", **self._limits
                 )
