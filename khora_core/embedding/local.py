@@ -13,9 +13,10 @@ must not be used by two threads at once.
 
 Memory: a forward pass holds activations in proportion to its padded tokens (texts x the
 longest one), so long texts go in smaller batches (:data:`_TOKENS_PER_PASS`; short texts
-such as entity names go up to the same token budget, at most 512 at a time). On CPU, batches of 64 chunks of
-up to 256 tokens took 400-500 MB of activations and ran *slower* (53-56 chunks/s against
-65-70 with at most 2,048 padded tokens per pass, all-MiniLM-L6-v2 on 2 cores). After a
+such as entity names go up to the same token budget, at most 512 at a time). On CPU,
+batches of 64 chunks of up to 256 tokens took 400-500 MB of activations and ran *slower*
+(53-56 chunks/s against 65-70 with at most 2,048 padded tokens per pass, all-MiniLM-L6-v2
+on 2 cores). After a
 large call the freed heap is handed back to the OS (glibc ``malloc_trim``): otherwise the
 malloc arenas of the encoding threads kept 300-800 MB resident between calls.
 
@@ -62,8 +63,9 @@ _TOKENS_PER_PASS = 2048
 _MOST_TEXTS_PER_PASS = 512
 #: Calls with at least this many texts hand freed memory back to the OS afterwards.
 _TRIM_FROM = 64
-#: A call this small (texts, characters) runs on ``query_threads`` torch threads.
-_SMALL_CALL = (8, 1024)
+#: A call of at most this many texts and characters runs on ``query_threads`` torch threads.
+_SMALL_CALL_TEXTS = 8
+_SMALL_CALL_CHARS = 1024
 _MALLOC_TRIM: Any = None
 
 
@@ -371,7 +373,7 @@ class SentenceTransformerEmbedder:
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         model, lock = self._model()
-        small = len(texts) <= _SMALL_CALL[0] and sum(map(len, texts)) <= _SMALL_CALL[1]
+        small = len(texts) <= _SMALL_CALL_TEXTS and sum(map(len, texts)) <= _SMALL_CALL_CHARS
         with lock, _torch_threads(self.query_threads if small else None):
             if id(model) not in _TRACED:
                 _TRACED[id(model)] = trace_encoder(model)
