@@ -23,11 +23,21 @@ the channel's quality for each ring of entities ``d`` hops out that it mentions.
 counts only order chunks *within* equal evidence (they decide truncation, not fusion rank),
 so a chunk that merely says a name twice does not outrank one that names two asked-about
 entities.
+
+**Bridge relevance.** The relevance that multiplies a reached chunk's evidence is the better
+of its cosine with the question and its cosine with the *bridged question*, the question's
+vector plus the nearest passage's, renormalised (a Rocchio step of weight 1 towards the first
+hop). The second hop of a multi-hop question ("the currency before the euro in the country
+Signmark is from") is about the bridge entity (Finland), not the question's words, so its
+cosine with the question alone is low; with the first hop's passage (Signmark's, naming
+Finland) added it rises. It costs one stored-vector read and a second similarity query, run
+together with the first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChannelResult",
+    "bridged_query",
     "graph_channel",
     "keyword_channel",
     "run_channels",
@@ -189,7 +200,10 @@ async def graph_channel(
             )
         )
     try:
-        passage_seeds = await _passage_seeds(stack, namespace_id, query_vector, seeds, passages, filter)
+        passage_seeds, nearest = await _passage_seeds(
+            stack, namespace_id, query_vector, seeds, passages, filter
+        )
+        bridge = await _bridge(stack, namespace_id, query_vector, nearest[:1])
         hood = await walk if walk is not None else None
     except BaseException:
         if walk is not None:
@@ -201,6 +215,7 @@ async def graph_channel(
             {"id": i, "name": n, "score": round(s, 4), "how": h} for i, (n, s, h) in seeds.items()
         ],
         "passage_seed_entities": len(passage_seeds),
+        "bridge_passage": nearest[0] if bridge is not None else None,
         "quality": round(quality, 4),
     }
     if not seeds and not passage_seeds:
@@ -230,7 +245,7 @@ async def graph_channel(
     # Rank what the graph reached by relevance to the question, with graph evidence as a
     # multiplier: entity overlap alone cannot tell a bridge passage from any other passage
     # that names the same popular entity.
-    relevance = await _relevance(stack, namespace_id, query_vector, list(reached.evidence))
+    relevance = await _relevance(stack, namespace_id, query_vector, list(reached.evidence), bridge=bridge)
     top_evidence = max(reached.evidence.values(), default=1.0) or 1.0
 
     def score(cid: str) -> float:
@@ -274,12 +289,13 @@ async def _passage_seeds(
     seeds: dict[str, tuple[str, float, str]],
     passages: Awaitable[ChannelResult] | None,
     filter: RecallFilter | None,
-) -> dict[str, float]:
+) -> tuple[dict[str, float], list[str]]:
     """Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
     are where a second hop starts ("the startup where X worked" -> that startup's passages);
-    each scores half its passage's similarity."""
+    each scores half its passage's similarity. Also returns those passages' chunk ids, nearest
+    first."""
     if query_vector is None or PASSAGE_SEEDS <= 0:
-        return {}
+        return {}, []
     if passages is not None:
         nearest = (await passages).hits[:PASSAGE_SEEDS]
     else:
@@ -291,7 +307,30 @@ async def _passage_seeds(
         for ent in by_chunk.get(h.chunk.id, []):
             if ent.id not in seeds and ent.type != "DATE":
                 out[ent.id] = max(out.get(ent.id, 0.0), 0.5 * float(h.score))
-    return out
+    return out, [h.chunk.id for h in nearest]
+
+
+def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]) -> list[float] | None:
+    """The question moved halfway to its nearest passage: ``q/|q| + p/|p|``, renormalised
+    (``None`` when either vector is zero or they cancel out)."""
+    q_norm = math.sqrt(sum(x * x for x in query_vector))
+    p_norm = math.sqrt(sum(x * x for x in passage_vector))
+    if q_norm == 0.0 or p_norm == 0.0 or len(query_vector) != len(passage_vector):
+        return None
+    mixed = [a / q_norm + b / p_norm for a, b in zip(query_vector, passage_vector, strict=True)]
+    norm = math.sqrt(sum(x * x for x in mixed))
+    return [x / norm for x in mixed] if norm > 1e-9 else None
+
+
+async def _bridge(
+    stack: StorageStack, namespace_id: str, query_vector: Sequence[float] | None, top: list[str]
+) -> list[float] | None:
+    """The bridged question for the nearest passage (module docstring), or ``None``."""
+    if query_vector is None or not top:
+        return None
+    stored = await stack.vectors.embeddings(namespace_id, top)
+    vector = stored.get(top[0])
+    return bridged_query(query_vector, vector) if vector else None
 
 
 @dataclass
@@ -356,13 +395,25 @@ async def _reach_by_pages(
 
 
 async def _relevance(
-    stack: StorageStack, namespace_id: str, query_vector: Sequence[float] | None, chunk_ids: list[str]
+    stack: StorageStack,
+    namespace_id: str,
+    query_vector: Sequence[float] | None,
+    chunk_ids: list[str],
+    *,
+    bridge: Sequence[float] | None = None,
 ) -> dict[str, float]:
-    """Cosine of the question with each chunk's stored embedding (absent when unknown)."""
+    """Cosine of the question with each chunk's stored embedding (absent when unknown); with
+    a ``bridge`` vector, the better of that and the cosine with the bridged question."""
     if query_vector is None or not chunk_ids:
         return {}
-    scores = await stack.vectors.similarities(namespace_id, query_vector, chunk_ids)
-    return {c: max(0.0, float(v)) for c, v in scores.items() if v == v}  # NaN: a zero vector
+    vectors = [query_vector] if bridge is None else [query_vector, bridge]
+    pages = await asyncio.gather(*(stack.vectors.similarities(namespace_id, v, chunk_ids) for v in vectors))
+    out: dict[str, float] = {}
+    for scores in pages:
+        for c, v in scores.items():
+            if v == v:  # NaN: a zero vector
+                out[c] = max(out.get(c, 0.0), float(v))
+    return out
 
 
 async def run_channels(calls: dict[str, Awaitable[ChannelResult]]) -> dict[str, ChannelResult]:

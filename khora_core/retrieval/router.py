@@ -8,6 +8,12 @@ pattern                   complexity  examples
 comparison keywords       COMPLEX     "compare", "difference between", "versus"
 multi-hop keywords        COMPLEX     "through", "chain", "path", nested references
                                       ("the X of the Y that", "the X where the Y of")
+bridge wording            COMPLEX     an attribute of a role holder ("What nationality
+                                      is the director of ..."), a reduced relative
+                                      clause ("the country Ana Lind is from"), a
+                                      named thing's place or group ("Ana Lind's
+                                      hometown"), the asked-about thing in place
+                                      ("... an album by a singer from what state?")
 2+ entity mentions        COMPLEX     "How are Alice and Bob connected?"
 relationship keywords     MODERATE    "related to", "connected with", "works with"
 otherwise                 SIMPLE      "What is the company policy?"
@@ -80,13 +86,28 @@ _MULTI_HOP_RE = re.compile(
     r"|\b\w+'s\s+\w+'s\b"
     # a noun defined by a relative clause: "the country where the river is found",
     # "the association which published the journal"
-    r"|\bthe\s+(?:\w+\s+){1,3}?(?:where|which|that|who|whose)\s+(?:\w+\s+){0,3}?\w+(?:ed|s)\b"
+    r"|\bthe\s+(?:\w+\s+){1,3}?(?:where|which|that|who|whose)\s+(?:[\w.'-]+\s+){0,3}?"
+    r"(?:\w+(?:ed|s)|born|made|held|written|built|known|sung|shot|won)\b"
     # chained "of": "the place of birth of the performer of the song"
     r"|\bof\s+(?:the\s+)?(?:\w+\s+){1,2}?of\b"
     # a relation of a named thing: "Lothair II's mother", "the film's director"
     r"|\b[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*)*'s\s+(?:\w+\s+)?(?:mother|father|wife|husband|spouse|son|daughter|"
     r"parent|sibling|brother|sister|grandfather|grandmother|director|author|founder|owner|producer|composer|"
-    r"performer|creator|manager|successor|predecessor|employer|headquarters|capital|birthplace)\b",
+    r"performer|creator|manager|successor|predecessor|employer|headquarters|capital|birthplace|"
+    r"hometown|city|country|state|town|nationality|team|band|label|club|company|university|school|party)\b"
+    # an attribute of a role holder: "What nationality is the director of ...",
+    # "Where was the author of ... born" (not "What is the capital of ...", one hop)
+    r"|\b(?:what|which)\s+\w+\s+(?:is|was|are|were|did|does)\s+the\s+\w+\s+of\b"
+    r"|\b(?:where|when)\s+(?:is|was|were|did|does)\s+the\s+\w+\s+of\s+.+?\b(?:born|founded|formed|"
+    r"die|died|buried|raised|educated|established)\b"
+    # a reduced relative clause around a name: "the country Dai Jitao is from",
+    # "the company Novair International Airways is part of"
+    r"|\bthe\s+\w+\s+(?-i:[A-Z])[\w.'-]*(?:\s+(?-i:[A-Z])[\w.'-]*)*\s+(?:is|was|are|were)\s+"
+    r"(?:\w+\s+)?(?:from|in|of|at|part|located|based|born)\b"
+    # the asked-about thing in place, after a first fact: "... is the third album by a
+    # singer from what state?", "... is based where?"
+    r"|^\s*(?:\S+\s+){3,}?.*\b(?:from|on|in|by|at|of|for)\s+(?:what|which)\s+\w+\s*\?\s*$"
+    r"|^\s*(?:\S+\s+){3,}?.*\b(?:\w+ed|born|based|located|founded)\s+(?:where|when)\s*\?\s*$",
     re.I,
 )
 _RELATIONSHIP_RE = re.compile(

@@ -460,3 +460,33 @@ async def test_repeated_entity_vectors_land_once_a_second_chunk_mentions_the_ent
             assert names[0] == "Maya Chen" and "Lisbon" not in names
         finally:
             await k.delete_namespace(namespace)
+
+
+async def test_graph_relevance_takes_the_better_of_question_and_bridged_question(
+    kb: Khora, namespace: str, embedder
+) -> None:
+    """The graph channel scores a reached chunk by the better of its cosine with the question
+    and with the question moved towards the nearest passage (``channels`` module docstring)."""
+    from khora_core.retrieval import channels
+
+    await _load(kb, namespace)
+    question = "Who leads the project of the company Maya Chen came from?"
+    result = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=5)
+    graph_info = result.engine_info["channels"]["graph"]
+    nearest = await kb.recall(question, namespace=namespace, mode=SearchMode.VECTOR, limit=1)
+    assert graph_info["bridge_passage"] == nearest.chunks[0].id
+
+    stack = kb._stack
+    qvec = await embedder.embed_query(question)
+    chunk_ids = [
+        c.id for c in (await kb.recall(question, namespace=namespace, mode=SearchMode.VECTOR)).chunks
+    ]
+    top = (await stack.vectors.embeddings(namespace, chunk_ids[:1]))[chunk_ids[0]]
+    bridge = channels.bridged_query(qvec, top)
+    direct = await stack.vectors.similarities(namespace, qvec, chunk_ids)
+    bridged = await stack.vectors.similarities(namespace, bridge, chunk_ids)
+    relevance = await channels._relevance(stack, namespace, qvec, chunk_ids, bridge=bridge)
+    assert set(relevance) == set(chunk_ids)
+    for cid in chunk_ids:
+        assert relevance[cid] == pytest.approx(max(0.0, direct[cid], bridged[cid]), abs=1e-6)
+    assert any(bridged[c] > direct[c] + 1e-6 for c in chunk_ids[1:])  # the bridge moves something up

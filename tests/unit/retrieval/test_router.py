@@ -37,6 +37,42 @@ def test_spec_examples(query: str, expected: QueryComplexity) -> None:
 
 
 @pytest.mark.parametrize(
+    "query",
+    [
+        "What nationality is the director of film Red Harbour?",
+        "Where was the author of The Quiet Orchard born?",
+        "What year did the airline Nordwind Express is part of close?",
+        "Who governed the country Ana Lind is from?",
+        "Which river runs through Ana Lind's hometown?",
+        "What is the largest hotel in Ana Lind's city of birth?",
+        "Lumen Gate is the second album by a songwriter from what state?",
+        "The label that released Lumen Gate was founded by a producer based where?",
+        "At the 2011 census, what was the population of the town where Ana Lind-Berg was born?",
+    ],
+)
+def test_bridge_wording_is_multi_hop(query: str) -> None:
+    """A question that asks about something reached through a named thing needs the graph."""
+    complexity, reasons = classify(query, extract_mentions(query))
+    assert complexity is QueryComplexity.COMPLEX, reasons
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What is the capital of France?",
+        "Who is the director of Red Harbour?",
+        "Where is the headquarters of Acme?",
+        "When was the product launched?",
+        "What did Caroline paint last summer?",
+        "Where did Melanie go camping?",
+    ],
+)
+def test_one_hop_lookups_stay_simple(query: str) -> None:
+    complexity, reasons = classify(query, extract_mentions(query))
+    assert complexity is QueryComplexity.SIMPLE, reasons
+
+
+@pytest.mark.parametrize(
     ("complexity", "depth", "entry", "use_graph", "weights"),
     [
         (QueryComplexity.SIMPLE, 0, 5, False, (0.8, 0.2)),
