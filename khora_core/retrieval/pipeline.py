@@ -237,6 +237,11 @@ class RecallPipeline:
                 decision=decision,
                 config=vc,
                 limit=pool,
+                # Beside another channel, the graph nominates only as many chunks as the
+                # recall returns (channels module docstring, "Nominations").
+                nominate=decide_limit(limit, decision.complexity, adaptive_limit=qc.adaptive_limit).count
+                if len(names) > 1
+                else None,
                 filter=f,
                 temporal_sort=u.wants_recency,
                 entry_hits=nearest,

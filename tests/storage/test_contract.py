@@ -490,3 +490,22 @@ async def test_graph_relevance_takes_the_better_of_question_and_bridged_question
     for cid in chunk_ids:
         assert relevance[cid] == pytest.approx(max(0.0, direct[cid], bridged[cid]), abs=1e-6)
     assert any(bridged[c] > direct[c] + 1e-6 for c in chunk_ids[1:])  # the bridge moves something up
+
+
+async def test_graph_nominates_only_what_the_recall_returns_beside_the_vector_channel(
+    kb: Khora, namespace: str
+) -> None:
+    """Fused with the vector channel, the graph hands fusion at most the recall's count;
+    alone (GRAPH mode) it returns its whole candidate pool before the final cut."""
+    for i in range(12):
+        await kb.remember(
+            f"Engineer {i} of Northwind Robotics works with Maya Chen on the arm controller {i}.",
+            namespace=namespace,
+        )
+    question = "How did Maya Chen and Northwind Robotics build the arm controller?"
+    hybrid = await kb.recall(question, namespace=namespace, mode=SearchMode.HYBRID, limit=4)
+    assert hybrid.engine_info["routing"]["complexity"] == "complex"
+    assert 0 < hybrid.engine_info["channels"]["graph"]["count"] <= 4
+    alone = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=4)
+    assert alone.engine_info["channels"]["graph"]["count"] > 4
+    assert len(alone.chunks) <= 4
