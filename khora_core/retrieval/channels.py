@@ -39,9 +39,10 @@ list outscores any chunk that one lists (0.4/61 + 0.6/110 > 0.6/61 at the COMPLE
 so the graph's weak tail (chunks that merely name a popular entity) would act as votes for
 the vector channel's mid-ranked hits and push the graph's own best finds, often the second
 hop that the vector channel misses, out of the result. Measured on the multi-hop development
-sets (HYBRID, embedded store, offline extractor): Recall@5 with ``limit=5`` 65.0 / 70.0 /
-79.0 -> 67.0 / 73.8 / 80.0 on MuSiQue / 2Wiki / HotpotQA; Recall@10 with ``limit=10`` 73.0 /
-77.5 / 87.0 -> 76.3 / 80.0 / 89.0.
+sets (HYBRID, embedded store, offline extractor, one ingest): Recall@5 with ``limit=5`` 63.3 /
+70.0 / 79.0 -> 66.0 / 73.8 / 79.0 on MuSiQue / 2Wiki / HotpotQA; Recall@10 with ``limit=10``
+73.7 / 77.5 / 87.0 -> 77.0 / 80.0 / 88.0. Re-ingesting moves these by a question or so (name
+vectors differ in the last bits with the batch they were encoded in, which reorders near ties).
 """
 
 from __future__ import annotations
