@@ -20,9 +20,10 @@ preset                what it does
 flattens fused ranks: with 50 candidates per channel, mid-rank chunks seen by two channels
 outvote one channel's confident top hit, and MMR then pushes apart the related passages a
 multi-hop answer needs. Measured on the development sets (``benchmarks/``, offline
-extractor, embedded store): LoCoMo recall@10 0.503 -> 0.655 in HYBRID; multi-hop HYBRID
-Recall@5 63.3 / 70.0 / 79.0 -> 66.0 / 73.8 / 85.0 on MuSiQue / 2Wiki / HotpotQA (the default's
-MMR counts only near-duplicates as redundant, ``QueryConfig.diversity_duplicate_floor``).
+extractor, embedded store): LoCoMo recall@10 0.501 -> 0.652 in HYBRID; multi-hop HYBRID
+Recall@5 66.7 / 73.8 / 78.0 -> 64.3 / 76.2 / 83.0 on MuSiQue / 2Wiki / HotpotQA (the default's
+MMR counts only near-duplicates as redundant, ``QueryConfig.diversity_duplicate_floor``, and
+its graph channel nominates only as many chunks as the recall returns).
 """
 
 from __future__ import annotations
