@@ -1,12 +1,16 @@
-"""Content hashing for deduplication within a namespace."""
+"""Content hashing for deduplication within a namespace, and the document ids built on it."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import unicodedata
+import uuid
 
-__all__ = ["content_hash", "normalise_content"]
+__all__ = ["content_hash", "document_id", "normalise_content"]
+
+#: The uuid5 namespace of document ids.
+KHORA_DOCUMENT_NAMESPACE = uuid.UUID("3b9a6f52-4c1d-5e8f-a2b7-646f63756d65")
 
 _WHITESPACE = re.compile(r"\s+")
 
@@ -24,3 +28,11 @@ def normalise_content(text: str) -> str:
 def content_hash(text: str) -> str:
     """SHA-256 hex digest of :func:`normalise_content` (UTF-8)."""
     return hashlib.sha256(normalise_content(text).encode("utf-8")).hexdigest()
+
+
+def document_id(namespace_id: str, digest: str) -> str:
+    """The id of the document with content hash ``digest`` in ``namespace_id``: uuid5 of the
+    two. Deduplication keeps one document per content per namespace, so the id is unique
+    there, and the same input gets the same document, chunk and relationship ids in every
+    store and on every ingest (rankings that break exact ties by id then agree)."""
+    return str(uuid.uuid5(KHORA_DOCUMENT_NAMESPACE, f"{namespace_id}\x00{digest}"))

@@ -44,7 +44,7 @@ from khora_core.embedding.base import Embedder
 from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError
 from khora_core.ingest.candidates import candidate_names
 from khora_core.ingest.chunking import TextSpan, chunk_text
-from khora_core.ingest.dedup import content_hash
+from khora_core.ingest.dedup import content_hash, document_id
 from khora_core.ingest.extract_base import ChunkExtraction, Extractor
 from khora_core.ingest.graph_build import (
     assemble_graph,
@@ -142,6 +142,7 @@ class IngestPipeline:
                 tags=tags,
                 source=source,
             ),
+            namespace_id,
         )
         await self._require_namespace(namespace_id)
         outcome = (await self._run([work], namespace_id, concurrency=1, progress=None))[0]
@@ -179,7 +180,7 @@ class IngestPipeline:
             try:
                 if not isinstance(item, Mapping):
                     raise InvalidInputError(f"batch item {i} must be a mapping with a 'content' key")
-                works.append(self._work(i, prepare_input(self.config.ingest, **item)))
+                works.append(self._work(i, prepare_input(self.config.ingest, **item), namespace_id))
             except KhoraError as exc:
                 outcomes[i] = exc
             except TypeError as exc:  # e.g. non-string keys
@@ -205,12 +206,13 @@ class IngestPipeline:
                 "`await khora.create_namespace(...)` and pass its namespace_id."
             )
 
-    def _work(self, index: int, inp: RememberInput) -> WorkItem:
+    def _work(self, index: int, inp: RememberInput, namespace_id: str) -> WorkItem:
+        digest = content_hash(inp.content)
         return WorkItem(
             index=index,
             inp=inp,
-            hash=content_hash(inp.content),
-            document_id=str(uuid.uuid4()),
+            hash=digest,
+            document_id=document_id(namespace_id, digest),
             created_at=datetime.now(timezone.utc),
         )
 

@@ -53,8 +53,20 @@ async def _write_one(
             await stack.write(namespace_id, batch)
         outcome: BatchOutcome = _result(work, batch)
     except Exception as exc:  # keep the batch going; report it on the item
-        outcome = as_khora_error(exc, work.index)
+        outcome = await _stored_meanwhile(stack, work, namespace_id) or as_khora_error(exc, work.index)
     settle(work, outcome)
+
+
+async def _stored_meanwhile(stack: StorageStack, work: WorkItem, namespace_id: str) -> RememberResult | None:
+    """A concurrent call that remembered the same content first owns the document id (it
+    is derived from the content), so this write collides with it: report a duplicate."""
+    try:
+        existing = await stack.documents.find_document_by_hash(namespace_id, work.hash)
+    except Exception:
+        return None
+    if existing is None or existing.id != work.document_id:
+        return None
+    return RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True)
 
 
 async def _batch(

@@ -509,3 +509,42 @@ async def test_graph_nominates_only_what_the_recall_returns_beside_the_vector_ch
     alone = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=4)
     assert alone.engine_info["channels"]["graph"]["count"] > 4
     assert len(alone.chunks) <= 4
+
+
+async def test_document_ids_come_from_namespace_and_content(kb: Khora, namespace: str) -> None:
+    """The same content gets the same ids in a namespace (after a forget too), another id
+    in another namespace: ingests are reproducible."""
+    from khora_core.ingest.dedup import content_hash, document_id
+
+    text = "Project Heron ships in May from the Riverside plant."
+    first = await kb.remember(text, namespace=namespace)
+    assert first.document_id == document_id(namespace, content_hash(text))
+    await kb.forget(first.document_id, namespace=namespace)
+    again = await kb.remember(text, namespace=namespace)
+    assert (again.document_id, again.chunk_ids, again.duplicate) == (
+        first.document_id,
+        first.chunk_ids,
+        False,
+    )
+    other = (await kb.create_namespace(namespace_id=f"other-{uuid.uuid4().hex[:8]}")).namespace_id
+    try:
+        elsewhere = await kb.remember(text, namespace=other)
+        assert elsewhere.document_id != first.document_id
+    finally:
+        await kb.delete_namespace(other)
+
+
+async def test_concurrent_remembers_of_the_same_content_store_it_once(kb: Khora, namespace: str) -> None:
+    """Calls racing with the same content store it once under one id: a later write meets
+    the content-derived id already there (the embedded store reports a duplicate, PostgreSQL
+    rewrites the same rows), so nothing is doubled."""
+    import asyncio
+
+    text = "Maya Chen moved the Kestrel review to Thursday."
+    results = await asyncio.gather(*(kb.remember(text, namespace=namespace) for _ in range(3)))
+    assert len({r.document_id for r in results}) == 1
+    assert not all(r.duplicate for r in results)
+    stats = await kb.stats(namespace)
+    assert (stats.documents, stats.chunks) == (1, 1)
+    res = await kb.recall("When is the Kestrel review?", namespace=namespace, mode=SearchMode.VECTOR)
+    assert len(res.chunks) == 1
