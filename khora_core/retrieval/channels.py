@@ -41,8 +41,9 @@ the vector channel's mid-ranked hits and push the graph's own best finds, often 
 hop that the vector channel misses, out of the result. Measured on the multi-hop development
 sets (HYBRID, embedded store, offline extractor, one ingest): Recall@5 with ``limit=5`` 63.3 /
 70.0 / 79.0 -> 66.0 / 73.8 / 79.0 on MuSiQue / 2Wiki / HotpotQA; Recall@10 with ``limit=10``
-73.7 / 77.5 / 87.0 -> 77.0 / 80.0 / 88.0. Re-ingesting moves these by a question or so: document
-ids are random, and exact ties are broken by chunk id.
+73.7 / 77.5 / 87.0 -> 77.0 / 80.0 / 88.0. Ingesting into another namespace moves these by a question
+or so: exact ties (mention counts at a group's reach cut, above all) are broken by chunk id,
+and chunk ids derive from the namespace id.
 """
 
 from __future__ import annotations
