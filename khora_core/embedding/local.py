@@ -16,9 +16,9 @@ longest one), so long texts go in smaller batches (:data:`_TOKENS_PER_PASS`; sho
 such as entity names go up to the same token budget, at most 512 at a time). On CPU,
 batches of 64 chunks of up to 256 tokens took 400-500 MB of activations and ran *slower*
 (53-56 chunks/s against 65-70 with at most 2,048 padded tokens per pass, all-MiniLM-L6-v2
-on 2 cores). After a
-large call the freed heap is handed back to the OS (glibc ``malloc_trim``): otherwise the
-malloc arenas of the encoding threads kept 300-800 MB resident between calls.
+on 2 cores). After a large call the freed heap is handed back to the OS (glibc
+``malloc_trim``): otherwise the malloc arenas of the encoding threads kept 300-800 MB
+resident between calls.
 
 Threads: large calls use every core; a small call (a question and its entity mentions)
 runs on ``query_threads`` torch threads (default 1). On 2 cores a lone question embeds in

@@ -30,8 +30,8 @@ vector plus the nearest passage's, renormalised (a Rocchio step of weight 1 towa
 hop). The second hop of a multi-hop question ("the currency before the euro in the country
 Signmark is from") is about the bridge entity (Finland), not the question's words, so its
 cosine with the question alone is low; with the first hop's passage (Signmark's, naming
-Finland) added it rises. It costs one stored-vector read and a second similarity query, run
-together with the first.
+Finland) added it rises. It costs a second similarity query, run together with the first
+(the nearest passage's vector comes with the vector channel's hit).
 
 **Nominations.** Beside another channel, the graph hands fusion only its best ``nominate``
 chunks, as many as the recall returns. With RRF's ``k = 60`` any chunk that two channels
@@ -219,7 +219,7 @@ async def graph_channel(
         passage_seeds, nearest = await _passage_seeds(
             stack, namespace_id, query_vector, seeds, passages, filter
         )
-        bridge = await _bridge(stack, namespace_id, query_vector, nearest[:1])
+        bridge = await _bridge(stack, namespace_id, query_vector, nearest[0] if nearest else None)
         hood = await walk if walk is not None else None
     except BaseException:
         if walk is not None:
@@ -231,7 +231,7 @@ async def graph_channel(
             {"id": i, "name": n, "score": round(s, 4), "how": h} for i, (n, s, h) in seeds.items()
         ],
         "passage_seed_entities": len(passage_seeds),
-        "bridge_passage": nearest[0] if bridge is not None else None,
+        "bridge_passage": nearest[0].chunk.id if bridge is not None else None,
         "quality": round(quality, 4),
     }
     if not seeds and not passage_seeds:
@@ -306,11 +306,10 @@ async def _passage_seeds(
     seeds: dict[str, tuple[str, float, str]],
     passages: Awaitable[ChannelResult] | None,
     filter: RecallFilter | None,
-) -> tuple[dict[str, float], list[str]]:
+) -> tuple[dict[str, float], list[ChunkHit]]:
     """Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
     are where a second hop starts ("the startup where X worked" -> that startup's passages);
-    each scores half its passage's similarity. Also returns those passages' chunk ids, nearest
-    first."""
+    each scores half its passage's similarity. Also returns those passages, nearest first."""
     if query_vector is None or PASSAGE_SEEDS <= 0:
         return {}, []
     if passages is not None:
@@ -324,7 +323,7 @@ async def _passage_seeds(
         for ent in by_chunk.get(h.chunk.id, []):
             if ent.id not in seeds and ent.type != "DATE":
                 out[ent.id] = max(out.get(ent.id, 0.0), 0.5 * float(h.score))
-    return out, [h.chunk.id for h in nearest]
+    return out, list(nearest)
 
 
 def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]) -> list[float] | None:
@@ -340,13 +339,15 @@ def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]
 
 
 async def _bridge(
-    stack: StorageStack, namespace_id: str, query_vector: Sequence[float] | None, top: list[str]
+    stack: StorageStack, namespace_id: str, query_vector: Sequence[float] | None, top: ChunkHit | None
 ) -> list[float] | None:
-    """The bridged question for the nearest passage (module docstring), or ``None``."""
-    if query_vector is None or not top:
+    """The bridged question for the nearest passage (module docstring), or ``None``. A vector
+    hit carries its embedding; one without is read from the store."""
+    if query_vector is None or top is None:
         return None
-    stored = await stack.vectors.embeddings(namespace_id, top)
-    vector = stored.get(top[0])
+    vector = top.chunk.embedding
+    if vector is None:
+        vector = (await stack.vectors.embeddings(namespace_id, [top.chunk.id])).get(top.chunk.id)
     return bridged_query(query_vector, vector) if vector else None
 
 
