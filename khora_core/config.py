@@ -183,6 +183,9 @@ class VectorCypherConfig(BaseModel):
     graph_max_depth: int = 4
     graph_max_entry_entities: int = 10
     graph_max_fanout: int = 50
+    #: Chunks per entity (most mentions first) that the graph channel scores for relevance
+    #: before each evidence group keeps its most relevant ones (unfiltered recalls).
+    graph_reach_scan: int = Field(default=200, ge=1)
     adaptive_depth_enabled: bool = True
     adaptive_depth_high_entity_threshold: int = 10
     adaptive_depth_low_entity_threshold: int = 2

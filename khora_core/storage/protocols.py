@@ -124,6 +124,13 @@ class VectorIndex(Protocol):
         absent); computed where the vectors live, so no embedding travels."""
         ...
 
+    async def similarities_many(
+        self, namespace_id: str, vectors: Sequence[Sequence[float]], chunk_ids: Sequence[str]
+    ) -> list[dict[str, float]]:
+        """``similarities`` for each of ``vectors`` (one mapping per vector, in order), reading
+        each chunk once."""
+        ...
+
 
 @runtime_checkable
 class KeywordIndex(Protocol):

@@ -278,12 +278,24 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
         dot = sum(a * b for a, b in zip(vec, query, strict=True))
         norm = (sum(a * a for a in vec) * sum(b * b for b in query)) ** 0.5
         assert cosines[cid] == pytest.approx(dot / norm, abs=1e-4)
+    second = (await stack.graph.get_entities(namespace, ids[1:2]))[0].embedding
+    many = await stack.vectors.similarities_many(namespace, [query, second], [*chunk_ids, "no-such-chunk"])
+    alone = await stack.vectors.similarities(namespace, second, chunk_ids)
+    assert len(many) == 2 and set(many[1]) == set(alone)
+    for cid in stored:
+        assert many[0][cid] == pytest.approx(cosines[cid], abs=1e-6)
+        assert many[1][cid] == pytest.approx(alone[cid], abs=1e-6)
+    assert await stack.vectors.similarities_many(namespace, [], chunk_ids) == []
 
     other = await kb.create_namespace("other", namespace_id=f"other-{uuid.uuid4().hex[:8]}")
     try:
         assert await stack.graph.chunk_mentions(other.namespace_id, ids, per_entity=5) == {}
         assert await stack.graph.relationships_for_chunks(other.namespace_id, chunk_ids_all) == []
         assert await stack.vectors.similarities(other.namespace_id, query, chunk_ids) == {}
+        assert await stack.vectors.similarities_many(other.namespace_id, [query, second], chunk_ids) == [
+            {},
+            {},
+        ]
         assert await stack.graph.search_entities_by_vectors(other.namespace_id, vectors, limit=4) == [
             [] for _ in vectors
         ]
@@ -490,6 +502,38 @@ async def test_graph_relevance_takes_the_better_of_question_and_bridged_question
     for cid in chunk_ids:
         assert relevance[cid] == pytest.approx(max(0.0, direct[cid], bridged[cid]), abs=1e-6)
     assert any(bridged[c] > direct[c] + 1e-6 for c in chunk_ids[1:])  # the bridge moves something up
+
+
+async def test_graph_reach_keeps_the_chunks_most_relevant_to_the_question(
+    kb: Khora, namespace: str, embedder
+) -> None:
+    """An evidence group keeps the chunks most relevant to the question among everything
+    its entities are mentioned in, not the ones that repeat the name most (``channels``
+    module docstring, "Reach")."""
+    from khora_core.retrieval import channels
+
+    off_topic = [
+        f"Northwind Robotics filed quarterly form {i}. Northwind Robotics paid the filing fee {i}."
+        for i in range(5)
+    ]
+    on_topic = [
+        f"Northwind Robotics tested an underwater welding drone in the harbour, trial {i}." for i in range(3)
+    ]
+    await kb.remember_batch([{"content": t} for t in off_topic + on_topic], namespace=namespace)
+    stack = kb._stack
+    [entity] = await stack.graph.find_entities_by_name(namespace, ["Northwind Robotics"])
+    question = "How did the underwater welding drone trials in the harbour go?"
+    qvec = await embedder.embed_query(question)
+    reached = await channels._reach_by_mentions(
+        stack, namespace, [([entity.id], 1.0)], limit=3, scan=400, query_vector=qvec, bridge=None
+    )
+    texts = {c.id: c.content for c in await stack.documents.get_chunks(namespace, list(reached.evidence))}
+    assert sorted(texts.values()) == sorted(on_topic)
+    assert reached.relevance is not None and len(reached.relevance) == len(off_topic) + len(on_topic)
+    by_mentions = await channels._reach_by_mentions(
+        stack, namespace, [([entity.id], 1.0)], limit=3, scan=400, query_vector=None, bridge=None
+    )
+    assert set(by_mentions.evidence).isdisjoint(reached.evidence)  # without a question: most mentions
 
 
 async def test_graph_nominates_only_what_the_recall_returns_beside_the_vector_channel(

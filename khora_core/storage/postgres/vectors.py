@@ -154,22 +154,35 @@ class PostgresVectorIndex:
         self, namespace_id: str, vector: Sequence[float], chunk_ids: Sequence[str]
     ) -> dict[str, float]:
         """Raw cosine of ``vector`` with each stored chunk in ``chunk_ids``, computed in SQL."""
-        q = np.asarray(vector, dtype=np.float32)
-        if q.ndim != 1 or q.shape[0] != self._pool.dim:
-            raise InvalidInputError(
-                f"query vector has {q.shape[-1] if q.ndim else 0} dimensions, the store holds {self._pool.dim}"
-            )
+        return (await self.similarities_many(namespace_id, [vector], chunk_ids))[0]
+
+    async def similarities_many(
+        self, namespace_id: str, vectors: Sequence[Sequence[float]], chunk_ids: Sequence[str]
+    ) -> list[dict[str, float]]:
+        """``similarities`` for each of ``vectors``, in one SQL pass over the chunks' rows."""
+        qs = []
+        for vector in vectors:
+            q = np.asarray(vector, dtype=np.float32)
+            if q.ndim != 1 or q.shape[0] != self._pool.dim:
+                raise InvalidInputError(
+                    f"query vector has {q.shape[-1] if q.ndim else 0} dimensions, "
+                    f"the store holds {self._pool.dim}"
+                )
+            qs.append(q)
         ids = list(dict.fromkeys(chunk_ids))
-        out: dict[str, float] = {}
+        out: list[dict[str, float]] = [{} for _ in qs]
+        if not qs or not ids:
+            return out
+        # One cosine column per vector; only the count of placeholders varies.
+        columns = ", ".join(f"1 - (embedding <=> ${3 + i})" for i in range(len(qs)))
+        sql = (
+            f"SELECT id, {columns} FROM khora_chunks "
+            "WHERE namespace_id = $1 AND id = ANY($2::text[]) AND embedding IS NOT NULL"
+        )
         for start in range(0, len(ids), 1000):
-            rows = await self._pool.fetch(
-                "SELECT id, 1 - (embedding <=> $2) AS cosine FROM khora_chunks "
-                "WHERE namespace_id = $1 AND id = ANY($3::text[]) AND embedding IS NOT NULL",
-                namespace_id,
-                q,
-                ids[start : start + 1000],
-            )
-            out.update((row["id"], float(row["cosine"])) for row in rows)
+            for row in await self._pool.fetch(sql, namespace_id, ids[start : start + 1000], *qs):
+                for i in range(len(qs)):
+                    out[i][row["id"]] = float(row[i + 1])
         return out
 
     async def _query(

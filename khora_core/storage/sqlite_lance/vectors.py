@@ -294,20 +294,28 @@ class SqliteLanceVectorIndex:
         self, namespace_id: str, vector: Sequence[float], chunk_ids: Sequence[str]
     ) -> dict[str, float]:
         """Raw cosine of ``vector`` with each stored chunk in ``chunk_ids`` (unknown ids absent)."""
-        q = query_vector(vector, self._dim)
+        return (await self.similarities_many(namespace_id, [vector], chunk_ids))[0]
+
+    async def similarities_many(
+        self, namespace_id: str, vectors: Sequence[Sequence[float]], chunk_ids: Sequence[str]
+    ) -> list[dict[str, float]]:
+        """``similarities`` for each of ``vectors``, gathering the chunks' rows once."""
+        qs = [query_vector(v, self._dim) for v in vectors]
         ids = list(dict.fromkeys(chunk_ids))
 
-        def run(conn: sqlite3.Connection) -> dict[str, float]:
+        def run(conn: sqlite3.Connection) -> list[dict[str, float]]:
             version = _vector_version(conn, namespace_id)
-            if version is None or not ids:
-                return {}
+            if version is None or not ids or not qs:
+                return [{} for _ in qs]
             snap = self._cache.snapshot(namespace_id, version)
             rows = [(cid, snap.row_of.get(cid)) for cid in ids]
             rows = [(cid, r) for cid, r in rows if r is not None and r < snap.n and snap.alive[r]]
             if not rows:
-                return {}
-            scores = dot_rows(snap.matrix[[r for _, r in rows]], q)
-            return {cid: float(v) for (cid, _), v in zip(rows, scores, strict=True)}
+                return [{} for _ in qs]
+            gathered = snap.matrix[[r for _, r in rows]]
+            return [
+                {cid: float(v) for (cid, _), v in zip(rows, dot_rows(gathered, q), strict=True)} for q in qs
+            ]
 
         return await self._db.read_tx(run, what="score chunks")
 
