@@ -378,6 +378,15 @@ async def test_vector_entity_search(store: Neo4jGraphStore, graph_namespace: str
             assert h.entity.embedding is None  # hits carry no vector (get_entities reads it)
         stored = await store.get_entities(ns, [hits[0].entity.id])
         assert stored[0].embedding is not None and len(stored[0].embedding) == DIM
+        # Asked for more than the index could find among the crowd (first_k None): every
+        # vector is answered by an exact scan of the namespace, in one statement.
+        other_query = np.array(unit(5))
+        both = await store.search_entities_by_vectors(ns, [query.tolist(), other_query.tolist()], limit=100)
+        for q, got in zip([query, other_query], both, strict=True):
+            exact = {i: float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q))) for i, v in vectors.items()}
+            kept = [i for i in exact if exact[i] >= 0.0]  # min_similarity 0 drops the rest
+            assert [h.entity.id for h in got] == sorted(kept, key=lambda i: (-exact[i], i))
+            assert all(math.isclose(h.score, exact[h.entity.id], abs_tol=1e-4) for h in got)
         strict = await store.search_entities_by_vector(ns, query.tolist(), limit=5, min_similarity=0.5)
         assert [h.entity.id for h in strict] == [i for i in expected if cos[i] >= 0.5] == ["close"]
         with pytest.raises(InvalidInputError):
@@ -504,3 +513,16 @@ def test_url_credentials_and_error_mapping() -> None:
     assert translate_error(nx.AuthError("no")).setting == "KHORA_STORAGE_NEO4J_PASSWORD"  # type: ignore[attr-defined]
     plain = ValueError("not a driver error")
     assert translate_error(plain) is plain
+
+
+def test_first_k_sizes_the_index_search_by_the_namespace_share() -> None:
+    """The first ``k`` should hold ``4 * limit`` of the namespace's entities; a namespace
+    too small for that within ``_MAX_VECTOR_K`` is scanned exactly (None)."""
+    from khora_core.storage.neo4j.search import _COUNT_CAP, _MAX_VECTOR_K, first_k
+
+    assert first_k(10, 1_000, 1_000) == 50  # alone: the base k
+    assert first_k(10, 10_000, 1_000) == 400  # a tenth of the index
+    assert first_k(10, 52_000, 600) == 3_467  # one LoCoMo conversation beside a corpus
+    assert first_k(25, 52_000, 600) is None  # 8,667 > _MAX_VECTOR_K: scan exactly
+    assert math.ceil(100 * 52_000 / 600) > _MAX_VECTOR_K
+    assert first_k(10, 10**6, _COUNT_CAP) == 50  # a large namespace: the base k, then grow
