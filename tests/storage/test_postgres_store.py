@@ -437,6 +437,34 @@ async def test_vector_search_uses_hnsw_index_with_ef_search(pg: Pg) -> None:
     assert "ix_khora_chunks_embedding_hnsw" in await pg.pool.read(plan)
 
 
+async def test_vector_search_ranks_exactly_when_the_index_walk_gives_up(pg: Pg) -> None:
+    """A small namespace beside a crowd of nearer vectors: when the HNSW walk stops before
+    finding ``limit`` of its rows (here ``hnsw.max_scan_tuples = 1`` on the connection), the
+    search ranks the namespace exactly instead of returning fewer hits."""
+    ours, crowd = await new_namespace(pg), await new_namespace(pg)
+    rng = np.random.default_rng(11)
+    q = rng.normal(size=DIM)
+    near = q + 0.05 * rng.normal(size=(200, DIM))
+    await pg.docs.write_rows(crowd, make_batch(crowd, [(f"c{i}", near[i].tolist()) for i in range(200)]))
+    far = rng.normal(size=(4, DIM))
+    await pg.docs.write_rows(ours, make_batch(ours, [(f"o{i}", far[i].tolist()) for i in range(4)]))
+    sims = far @ q / (np.linalg.norm(far, axis=1) * np.linalg.norm(q))
+    expected = [f"o{i}" for i in np.argsort(-sims)]
+    # asyncpg passes unknown DSN keys as settings; a table this small would otherwise be
+    # sorted rather than walked.
+    dsn = f"{pg.dsn}&hnsw.max_scan_tuples=1&enable_seqscan=off&enable_sort=off"
+    pool = await open_pool(StorageConfig(database_url=dsn, pool_max_size=1), dim=DIM)
+    try:
+        setting = await pool.read(lambda conn: conn.fetchval("SHOW hnsw.max_scan_tuples"))
+        assert setting == "1"
+        page = await PostgresVectorIndex(pool).search(
+            ours, q.tolist(), limit=4, min_similarity=-1.0, ef_search=10
+        )
+        assert [h.chunk.content for h in page.hits] == expected
+    finally:
+        await pool.aclose()
+
+
 # -- BM25 -----------------------------------------------------------------------------------
 
 

@@ -101,14 +101,14 @@ class PostgresVectorIndex:
             needs_check = compiled.residual is not None
         if limit == 0:
             return SearchPage(pushed_keys=pushed, post_filtered_keys=residual_keys)
-        template = _EXACT_SEARCH_SQL if filter is not None else _SEARCH_SQL
-        sql = template.format(columns=CHUNK_COLUMNS, filter=where)
+        exact = filter is not None
+        sql = (_EXACT_SEARCH_SQL if exact else _SEARCH_SQL).format(columns=CHUNK_COLUMNS, filter=where)
         base_ef = int(ef_search or self.ef_search)
         fetch = limit * 4 if needs_check else limit
         while True:
             ef = max(1, min(_MAX_EF_SEARCH, max(base_ef, fetch)))
             rows = await self._pool.read(
-                lambda conn, n=fetch, e=ef: self._query(conn, sql, e, namespace_id, query, n, params)
+                lambda conn, n=fetch, e=ef, s=sql: self._query(conn, s, e, namespace_id, query, n, params)
             )
             hits: list[ChunkHit] = []
             below_threshold = False
@@ -126,6 +126,12 @@ class PostgresVectorIndex:
                 hits.append(ChunkHit(chunk=chunk, score=score, rank=0))
                 if len(hits) == limit:
                     break
+            if len(rows) < fetch and not exact and not below_threshold and len(hits) < limit:
+                # The index walk ended early: the namespace holds fewer rows, or the walk gave
+                # up (hnsw.max_scan_tuples) among other namespaces' vectors. Rank exactly.
+                exact = True
+                sql = _EXACT_SEARCH_SQL.format(columns=CHUNK_COLUMNS, filter=where)
+                continue
             if len(hits) >= limit or below_threshold or len(rows) < fetch or fetch >= _MAX_FETCH:
                 break
             fetch = min(fetch * 4, _MAX_FETCH)
