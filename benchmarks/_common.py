@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from khora_core import KhoraConfig
+from khora_core.embedding.base import embed_names
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("KHORA_DATA_ROOT", ROOT.parent / "shared" / "data"))
@@ -65,6 +66,8 @@ class CachedEmbedder:
             miss_texts = [texts[i] for i in missing]
             if kind == "q":
                 vecs = [await self.inner.embed_query(t) for t in miss_texts]
+            elif kind.startswith("n"):
+                vecs = await embed_names(self.inner, miss_texts)
             else:
                 vecs = await self.inner.embed_documents(miss_texts)
             rows = []
@@ -80,6 +83,10 @@ class CachedEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         return (await self._embed([text], "q"))[0]
+
+    async def embed_names(self, texts: Sequence[str]) -> list[list[float]]:
+        # Cached apart from documents: the local embedder may encode names at another precision.
+        return await self._embed(texts, f"n-{getattr(self.inner, 'name_precision', 'float32')}")
 
 
 def preset_sections(name: str, *, skeleton_scope: str | None = None, **query: Any) -> dict[str, Any]:

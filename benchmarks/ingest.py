@@ -44,6 +44,7 @@ import numpy as np
 from benchmarks._common import STACK_CHOICES, print_table, stack_configs
 from benchmarks._corpora import corpus_names, passages, peak_rss_mib, remove_dir, reset_peak_rss
 from khora_core import Khora
+from khora_core.embedding.base import embed_names
 from khora_core.embedding.factory import build_embedder
 from khora_core.ingest.chunking import TextSpan, chunk_text
 from khora_core.models import RememberResult
@@ -81,6 +82,9 @@ class TimedEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         return await self._timed(self.inner.embed_query(text), 1)
+
+    async def embed_names(self, texts: Any) -> list[list[float]]:
+        return await self._timed(embed_names(self.inner, texts), len(texts))
 
 
 def joined(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:

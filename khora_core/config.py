@@ -89,6 +89,10 @@ class EmbeddingConfig(_Section):
     #: calls always do. One thread embeds a question nearly as fast and leaves the other
     #: cores to the event loop and the databases working on the same recall.
     query_threads: int | None = Field(default=1, ge=1)
+    #: Precision of a local model's forward pass for entity names (``embed_names``):
+    #: ``"auto"`` uses bfloat16 on CPUs that compute it natively (AVX512-BF16 or AMX), else
+    #: float32. Chunks and questions are always encoded in float32.
+    name_precision: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
 class LLMConfig(_Section):

@@ -17,6 +17,7 @@ difference at most ``1e-5``); otherwise the caller keeps using ``encode``.
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from typing import Any
@@ -34,6 +35,8 @@ _PROBES = [
     "A passage longer than the model's limit, so truncation is checked too. " * 40,
 ]
 _TOLERANCE = 1e-5
+#: A bfloat16 trace must give every probe at least this cosine with ``encode``'s vector.
+_BF16_MIN_COSINE = 0.999
 
 
 class TracedEncoder:
@@ -88,9 +91,13 @@ def _mean_pooled_model(model: Any) -> Any | None:
     return hf
 
 
-def trace_encoder(model: Any) -> TracedEncoder | None:
+def trace_encoder(model: Any, *, bfloat16: bool = False) -> TracedEncoder | None:
     """A :class:`TracedEncoder` for a loaded ``SentenceTransformer``, or None when the model
-    is not of the traced kind or the trace does not reproduce ``encode``."""
+    is not of the traced kind or the trace does not reproduce ``encode``.
+
+    ``bfloat16``: trace a bfloat16 copy of the weights (pooling and the output stay float32);
+    kept when every probe's vector is within cosine :data:`_BF16_MIN_COSINE` of ``encode``'s.
+    """
     hf = _mean_pooled_model(model)
     tokenizer = getattr(model, "tokenizer", None)
     if hf is None or not callable(tokenizer):
@@ -98,13 +105,16 @@ def trace_encoder(model: Any) -> TracedEncoder | None:
     try:
         import torch
 
+        if bfloat16:
+            hf = copy.deepcopy(hf).to(torch.bfloat16)
+
         class MeanPooled(torch.nn.Module):
             def __init__(self) -> None:
                 super().__init__()
                 self.inner = hf
 
             def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-                tokens = self.inner(input_ids=input_ids, attention_mask=attention_mask)[0]
+                tokens = self.inner(input_ids=input_ids, attention_mask=attention_mask)[0].float()
                 mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
                 pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 return torch.nn.functional.normalize(pooled, dim=1)
@@ -134,6 +144,12 @@ def trace_encoder(model: Any) -> TracedEncoder | None:
         traced = TracedEncoder(module, tokenizer, max_length, int(expected.shape[1]))
         batched = traced.encode(list(_PROBES), len(_PROBES))
         alone = np.vstack([traced.encode([t], 1) for t in _PROBES])
+        if bfloat16:
+            cosine = min(float((batched * expected).sum(1).min()), float((alone * expected).sum(1).min()))
+            if cosine < _BF16_MIN_COSINE:
+                logger.info("bfloat16 encoder reaches only cosine %.5f of encode(); not used", cosine)
+                return None
+            return traced
         worst = max(float(np.abs(batched - expected).max()), float(np.abs(alone - expected).max()))
         if worst > _TOLERANCE:
             logger.info("Traced encoder differs from encode() by %.2g; using encode()", worst)

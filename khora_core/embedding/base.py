@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Embedder"]
+__all__ = ["Embedder", "embed_names"]
 
 
 @runtime_checkable
@@ -27,3 +27,12 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]:
         """Embed a search query; returns one L2-normalised vector."""
         ...
+
+
+async def embed_names(embedder: Embedder, names: Sequence[str]) -> list[list[float]]:
+    """Embed entity names: through the embedder's own ``embed_names`` when it has one (the
+    local embedder may encode short names at reduced precision), else ``embed_documents``."""
+    own = getattr(embedder, "embed_names", None)
+    if callable(own):
+        return list(await own(names))
+    return await embedder.embed_documents(names)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from khora_core.embedding.base import Embedder
+from khora_core.embedding.base import Embedder, embed_names
 from khora_core.errors import KhoraError
 from khora_core.models import Entity
 from khora_core.storage.protocols import fold
@@ -71,7 +71,7 @@ class NameVectors:
             return
         self.calls += 1
         self.embedded += len(missing)
-        vectors = await self.embedder.embed_documents(missing)
+        vectors = await embed_names(self.embedder, missing)
         if len(vectors) != len(missing):
             raise KhoraError(f"The embedder returned {len(vectors)} vectors for {len(missing)} names.")
         for name, vector in zip(missing, vectors, strict=True):

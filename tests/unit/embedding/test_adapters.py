@@ -76,3 +76,23 @@ def test_litellm_response_vectors_are_ordered_by_index() -> None:
 
     response = {"data": [{"index": 1, "embedding": [0.0, 2.0]}, {"index": 0, "embedding": [3.0, 4.0]}]}
     assert _vectors_of(response) == [[3.0, 4.0], [0.0, 2.0]]
+
+
+async def test_embed_names_uses_the_embedders_own_method_or_embed_documents() -> None:
+    from khora_core.embedding.base import embed_names
+
+    class Plain:
+        name, dimension = "plain", 2
+
+        async def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+            return [[1.0, 0.0] for _ in texts]
+
+        async def embed_query(self, text):  # type: ignore[no-untyped-def]
+            return [1.0, 0.0]
+
+    class WithNames(Plain):
+        async def embed_names(self, texts):  # type: ignore[no-untyped-def]
+            return [[0.0, 1.0] for _ in texts]
+
+    assert await embed_names(Plain(), ["a", "b"]) == [[1.0, 0.0], [1.0, 0.0]]
+    assert await embed_names(WithNames(), ["a"]) == [[0.0, 1.0]]

@@ -98,3 +98,30 @@ async def test_a_small_call_runs_on_query_threads_and_restores_the_setting() -> 
         embedder._encode([f"passage {i}" for i in range(20)])  # large: unchanged
     assert seen == [1, before]
     assert torch.get_num_threads() == before
+
+
+async def test_names_in_bfloat16_stay_within_cosine_0_999_and_float32_names_are_documents() -> None:
+    """``embed_names`` at ``bfloat16`` goes through a bfloat16 trace whose vectors stay
+    within cosine 0.999 of ``encode``'s; at ``float32`` it is ``embed_documents``."""
+    from khora_core.embedding import local
+    from khora_core.embedding._traced import TracedEncoder
+
+    names = ["Maya Chen", "Northwind Robotics", "Lisbon", "Barack Obama", "European Union", "IFFM"]
+    exact = np.asarray(await SentenceTransformerEmbedder().embed_documents(names))
+    as_documents = np.asarray(await SentenceTransformerEmbedder(name_precision="float32").embed_names(names))
+    assert np.array_equal(as_documents, exact)
+    embedder = SentenceTransformerEmbedder(name_precision="bfloat16")
+    reduced = np.asarray(await embedder.embed_names(names))
+    model, _ = embedder._model()
+    assert isinstance(local._TRACED_BF16[id(model)], TracedEncoder)  # the bfloat16 path ran
+    assert not np.array_equal(reduced, exact)
+    assert np.allclose(np.linalg.norm(reduced, axis=1), 1.0, atol=1e-5)
+    assert ((reduced * exact).sum(1) >= 0.999).all()
+    assert await embedder.embed_names([]) == []
+
+
+def test_an_unknown_name_precision_is_a_config_error() -> None:
+    from khora_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="KHORA_EMBEDDING_NAME_PRECISION"):
+        SentenceTransformerEmbedder(name_precision="float16")
