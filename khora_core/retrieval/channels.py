@@ -26,16 +26,16 @@ not outrank one that names two asked-about entities.
 **Reach.** Each evidence group (an entry entity, a ring, the passage seeds) reaches at most
 the candidate pool's count of chunks. Unfiltered, the channel reads each entity's
 ``graph_reach_scan`` (200, four times the pool) most-mentioning chunks, scores them all for
-relevance (below) in one pass, and each group keeps its most relevant ones. Cutting by mention count instead
-left a popular entity's reach to its most repetitive chunks, and among the many chunks
-that name a ring's entities once, to chunk ids, which derive from the namespace id: three
-ingests of each multi-hop development set (HYBRID, ``limit=5``, embedded store) scored
-Recall@5 65.7 / 65.7 / 67.7 on MuSiQue, 71.2 / 73.8 / 73.8 on 2Wiki and 79.0 / 78.0 / 81.0 on
-HotpotQA by mentions, and 68.7 / 68.8 / 67.2, 76.2 / 76.2 / 75.0 and 80.0 x 3 by relevance (a
-scan of 400: 68.7 / 68.8 / 67.8, 76.2 x 3, 80.0 x 3, for about 4 ms more per graph recall on
-PostgreSQL + Neo4j; 800: 2Wiki 73.8 x 3).
-Filtered or temporal recalls reach by pages the store filters and orders (most mentions, or
-newest first), then rank by relevance.
+relevance (below) in one pass, and each group keeps its most relevant ones. Cutting by
+mention count instead left a popular entity's reach to its most repetitive chunks, and,
+among the many chunks that name a ring's entities once, to chunk ids, which derive from the
+namespace id. Three ingests of each multi-hop development set (HYBRID, ``limit=5``, embedded
+store) scored Recall@5 65.7 / 65.7 / 67.7 on MuSiQue, 71.2 / 73.8 / 73.8 on 2Wiki and 79.0 /
+78.0 / 81.0 on HotpotQA cut by mentions, and 68.7 / 68.8 / 67.2, 76.2 / 76.2 / 75.0 and 80.0 x 3
+cut by relevance. A scan of 400 scored about the same (68.7 / 68.8 / 67.8, 76.2 x 3, 80.0 x 3)
+and cost the graph channel 4-6 ms more than a scan of 50 on PostgreSQL + Neo4j (200: within
+noise of 50); 800 lost 2Wiki points (73.8 x 3). Filtered or temporal recalls reach by pages
+that the store filters and orders (most mentions, or newest first), then rank by relevance.
 
 **Bridge relevance.** The relevance that multiplies a reached chunk's evidence is the better
 of its cosine with the question and its cosine with the *bridged question*, the question's

@@ -325,15 +325,16 @@ async def entity_vector_searches_tx(
     The index is shared by all namespaces and Neo4j 5 cannot pre-filter it, so ask for
     ``k`` candidates per vector and keep this namespace's: one statement for every vector,
     then, only for a vector that found too few, ``k`` grows until enough are found or the
-    index is exhausted. The first ``k`` is sized by the namespace's share of the index, so
-    that it should hold ``4 * limit`` of this namespace's entities; when that ``k`` would
-    pass ``_MAX_VECTOR_K`` the namespace is small beside the others and is scanned exactly
-    instead, every vector in one statement. (Starting every search at ``k = 50``, one LoCoMo
-    conversation's linking, about 600 entities beside a namespace of 52,000, asked the index
-    five times per vector and took 270 ms; sized, 9 ms.) The index's own scores are approximate (it may quantise vectors)
-    and only pick candidates; the returned score is the exact raw cosine of the stored
-    floats, computed by the server, and only the returned entities' properties (with
-    embeddings) travel, in one read for all vectors.
+    index is exhausted. The first ``k`` is sized by the namespace's share of the index
+    (:func:`first_k`), so that it should hold ``4 * limit`` of this namespace's entities;
+    when that ``k`` would pass ``_MAX_VECTOR_K``, the namespace is small beside the others
+    and is scanned exactly instead, every vector in one statement. Starting every search at
+    ``k = 50``, the linking of one LoCoMo conversation (about 600 entities, beside a
+    namespace of 52,000) asked the index four times per vector before scanning exactly, and
+    took 270 ms; sized, 9 ms. The index's own scores are approximate (it may quantise
+    vectors) and only pick candidates; the returned score is the exact raw cosine of the
+    stored floats, computed by the server, and only the returned entities' properties
+    (without embeddings) travel, in one read for all vectors.
 
     Raises:
         InvalidInputError: a vector has the wrong dimension.
