@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -118,6 +119,7 @@ def resolve_model_path(model: str) -> tuple[str, bool]:
     return model, False
 
 
+@functools.cache
 def native_bfloat16() -> bool:
     """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX; read from Linux's
     ``/proc/cpuinfo``, so False elsewhere)."""

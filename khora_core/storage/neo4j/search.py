@@ -97,14 +97,7 @@ RETURN i, size(nodes) AS seen,
        [n IN nodes WHERE n.namespace_id = $ns | [n.id, vector.similarity.cosine(n.embedding, $vectors[i])]] AS hits
 """
 
-_VECTOR_EXACT = """
-MATCH (e:Entity {namespace_id: $ns}) WHERE e.embedding IS NOT NULL
-WITH e, vector.similarity.cosine(e.embedding, $vector) AS s
-ORDER BY s DESC, e.id LIMIT $keep
-RETURN count(e) AS seen, collect([e.id, s]) AS hits
-"""
-
-# The exact scan for several vectors in one statement (a small namespace).
+# The exact scan of the namespace, for several vectors in one statement.
 _VECTORS_EXACT = """
 UNWIND range(0, size($vectors) - 1) AS i
 CALL {
@@ -271,7 +264,7 @@ async def _candidates(
     """(entity id, index score) candidates of one vector: ``k`` grows until ``limit`` of
     this namespace are found or the index is exhausted; past ``_MAX_VECTOR_K`` an exact
     scan of the namespace is cheaper. ``first``: (seen, hits) of a query at ``k`` already run."""
-    params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns, "keep": limit * 4}
+    params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns}
     while True:
         if first is not None:
             (seen, hits), first = first, None
@@ -281,7 +274,7 @@ async def _candidates(
         if len(hits) >= limit or seen < k:
             return hits
         if k >= _MAX_VECTOR_K:
-            rows = await records_of(tx, _VECTOR_EXACT, **params)
+            rows = await records_of(tx, _VECTORS_EXACT, ns=ns, keep=limit * 4, vectors=[params["vector"]])
             return rows[0]["hits"] if rows else []
         k *= 4
 

@@ -86,11 +86,7 @@ class PostgresVectorIndex:
         """
         if limit < 0:
             raise InvalidInputError(f"limit must be >= 0, got {limit}")
-        query = np.asarray(vector, dtype=np.float32)
-        if query.ndim != 1 or query.shape[0] != self._pool.dim:
-            raise InvalidInputError(
-                f"query vector has {query.shape[-1] if query.ndim else 0} dimensions, the store holds {self._pool.dim}"
-            )
+        query = self._checked(vector)
         where, params, pushed, residual_keys, needs_check = "TRUE", [], [], [], False
         if filter is not None:
             from khora_core.filters import compile_postgres
@@ -166,15 +162,7 @@ class PostgresVectorIndex:
         self, namespace_id: str, vectors: Sequence[Sequence[float]], chunk_ids: Sequence[str]
     ) -> list[dict[str, float]]:
         """``similarities`` for each of ``vectors``, in one SQL pass over the chunks' rows."""
-        qs = []
-        for vector in vectors:
-            q = np.asarray(vector, dtype=np.float32)
-            if q.ndim != 1 or q.shape[0] != self._pool.dim:
-                raise InvalidInputError(
-                    f"query vector has {q.shape[-1] if q.ndim else 0} dimensions, "
-                    f"the store holds {self._pool.dim}"
-                )
-            qs.append(q)
+        qs = [self._checked(v) for v in vectors]
         ids = list(dict.fromkeys(chunk_ids))
         out: list[dict[str, float]] = [{} for _ in qs]
         if not qs or not ids:
@@ -190,6 +178,15 @@ class PostgresVectorIndex:
                 for i in range(len(qs)):
                     out[i][row["id"]] = float(row[i + 1])
         return out
+
+    def _checked(self, vector: Sequence[float]) -> np.ndarray:
+        """``vector`` as float32, or ``InvalidInputError`` when its dimension is not the store's."""
+        q = np.asarray(vector, dtype=np.float32)
+        if q.ndim != 1 or q.shape[0] != self._pool.dim:
+            raise InvalidInputError(
+                f"query vector has {q.shape[-1] if q.ndim else 0} dimensions, the store holds {self._pool.dim}"
+            )
+        return q
 
     async def _query(
         self,
