@@ -4,8 +4,12 @@ No server, no model, no spaCy: it runs everywhere and fast, and is what Khora us
 no LLM is configured. What it finds:
 
 * names: runs of capitalised words, with inner connectors ("Bank of America",
-  "Johnson & Johnson"), leading function words ("The", "In") and titles ("Dr.") stripped;
-  a lone capitalised word at the start of a sentence only counts with supporting evidence;
+  "Johnson & Johnson"), leading function words ("The", "In"), greetings and interjections
+  ("Hey", "Wow") and titles ("Dr.") stripped; a lone capitalised word at the start of a
+  sentence, or of a clause after a colon (a chat turn's "Speaker: Wow, ..."), only counts
+  with supporting evidence. On LoCoMo's 2,760 "Speaker: text" turns this took the distinct
+  entity names from 412 (4,416 mentions: "Wow" 308, "Yeah" 223, "Hey John" 55 ...) to 209
+  (3,045), the speakers' own names unchanged or gaining the "Hey John" mentions;
 * acronyms ("NASA", "IBM"); quarters and fiscal years ("Q1", "FY2024") are dates;
 * dates (see :mod:`khora_core.ingest.dates`) as ``DATE`` entities, with the ISO form as
   description; bare month and weekday names are dates too ("May" only after in/on/by...).
@@ -49,6 +53,17 @@ __all__ = [
 
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’-]*\w)?|&")
 _CONNECTORS = frozenset("of for and & de da del della van von der den du di la le y the".split())
+#: The end of the text before a word that opens a clause after a colon (quotes allowed).
+_AFTER_COLON = re.compile(r":[\s\"'“‘(]*$")
+
+
+def _opens_clause(text: str, sent_start: int, pos: int) -> bool:
+    """Whether the word at ``pos`` opens its sentence, or a clause after a colon ("Melanie:
+    Wow, that's cool", "Subject: Pilot request"): there its capital is no sign of a name."""
+    before = text[sent_start:pos]
+    return not re.search(r"\w", before) or _AFTER_COLON.search(before) is not None
+
+
 _LOCATION_PREPOSITIONS = frozenset("in near from across throughout to via outside inside around".split())
 _ORG_OBJECT_VERBS = frozenset("founded acquired joined co-founded cofounded leads led runs ran".split())
 _BARE_MAY_CONTEXT = frozenset("in on by since until till during of early late mid last next this".split())
@@ -214,7 +229,10 @@ class OfflineExtractor:
         """Extract one chunk synchronously."""
         sentences = split_sentences(text)
         mid_caps = {
-            t.low for s, e in sentences for t in _tokens(text, s, e)[1:] if t.cap
+            t.low
+            for s, e in sentences
+            for t in _tokens(text, s, e)[1:]
+            if t.cap and not _opens_clause(text, s, t.start)
         }  # capitalised words seen away from a sentence start: evidence they are names
         per_sentence = [self._mentions(text, s, e, mid_caps) for s, e in sentences]
         self._unify(per_sentence)
@@ -359,7 +377,7 @@ class OfflineExtractor:
             tok = first
             if len(tok.text) < 2 or tok.low in lx.IGNORED_ACRONYMS or (tok.allcaps and len(tok.text) > 6):
                 return out
-            at_sentence_start = not re.search(r"\w", text[sent_start : tok.start])
+            at_sentence_start = _opens_clause(text, sent_start, tok.start)
             if at_sentence_start and not tok.allcaps:
                 supported = (
                     tok.low in mid_caps

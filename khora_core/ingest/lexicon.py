@@ -33,7 +33,8 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(w.lower() for w in text.split())
 
 
-#: Capitalised words that start sentences (or names) without being names themselves.
+#: Capitalised words that start sentences (or names) without being names themselves,
+#: greetings and interjections of chat text among them ("Hey Mel!", "Wow, Caroline").
 LEADING_STOPWORDS = _words(
     """the a an in on at of to for from by with without as into onto over under after before
     during since until till while when whenever where wherever why how what which who whom whose
@@ -43,7 +44,10 @@ LEADING_STOPWORDS = _words(
     last next each every some many most all both few several any no not none another other such
     once twice second third finally later earlier now still just only even please thanks
     thank dear hi hello yes ok okay according following regarding re note notes update summary
-    our overall please let let's we'll i'm it's there's here's"""
+    our overall please let let's we'll i'm i've i'll i'd it's there's here's btw
+    hey hiya howdy wow whoa oh ooh ah aw aww yeah yep yup nah nope sure congrats
+    congratulations haha hahaha lol omg hmm um uh well sorry welcome bye goodbye cheers gosh
+    yay hooray alright"""
 )
 
 #: Titles before a person's name (trailing period optional).

@@ -138,3 +138,22 @@ def test_clause_after_and_keeps_its_subject_and_bare_prepositions() -> None:
         ("Bob Jones", "LOCATED_IN", "Paris"),
         ("Paris", "RELATED_TO", "Project Phoenix"),
     }
+
+
+def test_chat_turns_yield_names_not_greetings_or_interjections() -> None:
+    # "Speaker: text" turns: the word after the colon opens a clause, and greetings or
+    # interjections before a name are not part of it.
+    assert _entities(_run("Caroline: Hey Mel! Good to see you!")) == {"Caroline": "PERSON", "Mel": "CONCEPT"}
+    assert _entities(_run("Melanie: Wow, that's cool, Caroline! Did you hear any stories?")) == {
+        "Caroline": "PERSON"
+    }
+    assert _entities(_run("Jon: Wow, love that painting!")) == {}
+    assert "I've" not in _entities(_run("Nate: I've got a new puppy, Max."))
+    assert _entities(_run("Welcome Elena Marsh to the team.")) == {"Elena Marsh": "PERSON"}
+
+
+def test_a_capital_after_a_colon_needs_support_like_a_sentence_start() -> None:
+    # a lone capitalised word opening the clause is dropped unless something says it is a name
+    assert "Sounds" not in _entities(_run("Update: Sounds good to everyone."))
+    assert _entities(_run("Note: Paris is lovely in May.")).get("Paris") == "LOCATION"  # gazetteer
+    assert _entities(_run("Agenda: Maya Chen presents the roadmap.")).get("Maya Chen") == "PERSON"
