@@ -55,15 +55,6 @@ _TOKEN = re.compile(r"[^\W_](?:[\w&'’-]*\w)?|&")
 _CONNECTORS = frozenset("of for and & de da del della van von der den du di la le y the".split())
 #: The end of the text before a word that opens a clause after a colon (quotes allowed).
 _AFTER_COLON = re.compile(r":[\s\"'“‘(]*$")
-
-
-def _opens_clause(text: str, sent_start: int, pos: int) -> bool:
-    """Whether the word at ``pos`` opens its sentence, or a clause after a colon ("Melanie:
-    Wow, that's cool", "Subject: Pilot request"): there its capital is no sign of a name."""
-    before = text[sent_start:pos]
-    return not re.search(r"\w", before) or _AFTER_COLON.search(before) is not None
-
-
 _LOCATION_PREPOSITIONS = frozenset("in near from across throughout to via outside inside around".split())
 _ORG_OBJECT_VERBS = frozenset("founded acquired joined co-founded cofounded leads led runs ran".split())
 _BARE_MAY_CONTEXT = frozenset("in on by since until till during of early late mid last next this".split())
@@ -75,6 +66,13 @@ _APPOSITION_ROLE = re.compile(
     re.I,
 )
 _SPECIFICITY = {"CONCEPT": 0}
+
+
+def _opens_clause(text: str, sent_start: int, pos: int) -> bool:
+    """Whether the word at ``pos`` opens its sentence, or a clause after a colon ("Melanie:
+    Wow, that's cool", "Subject: Pilot request"): there its capital is no sign of a name."""
+    before = text[sent_start:pos]
+    return not re.search(r"\w", before) or _AFTER_COLON.search(before) is not None
 
 
 @dataclass
@@ -231,9 +229,9 @@ class OfflineExtractor:
         mid_caps = {
             t.low
             for s, e in sentences
-            for t in _tokens(text, s, e)[1:]
+            for t in _tokens(text, s, e)
             if t.cap and not _opens_clause(text, s, t.start)
-        }  # capitalised words seen away from a sentence start: evidence they are names
+        }  # capitalised words seen away from a sentence or clause start: evidence they are names
         per_sentence = [self._mentions(text, s, e, mid_caps) for s, e in sentences]
         self._unify(per_sentence)
         allowed_e = [normalise_type(t) for t in entity_types] if entity_types else None
