@@ -190,6 +190,9 @@ class VectorCypherConfig(BaseModel):
     #: Chunks per entity (most mentions first) that the graph channel scores for relevance
     #: before each evidence group keeps its most relevant ones (unfiltered recalls).
     graph_reach_scan: int = Field(default=200, ge=1)
+    #: An entry entity mentioned in more than this share of the namespace's chunks counts
+    #: as common and its evidence is discounted (``fusion.entity_specificity``); 1.0: off.
+    graph_common_entity_share: float = Field(default=0.05, gt=0.0, le=1.0)
     adaptive_depth_enabled: bool = True
     adaptive_depth_high_entity_threshold: int = 10
     adaptive_depth_low_entity_threshold: int = 2

@@ -17,7 +17,15 @@ re-checks it in memory and reports what it pushed down. Each returns a ``Channel
 
 **Graph channel scoring.** Entry entities are the linked mentions (score = link strength)
 plus the entities nearest the query embedding (score = cosine), up to the route's
-``entry_entities``. After the adaptive-depth walk, a chunk's graph score is the evidence it
+``entry_entities``, each score times the entity's specificity: an entity mentioned in more
+than ``graph_common_entity_share`` (5 %) of the namespace's chunks is discounted on a log
+scale (``fusion.entity_specificity``), so a chat's speaker, named in half its turns, no
+longer makes the graph's list of her turns outvote the vector channel (the chunk count is
+read while the walk runs). On LoCoMo (embedded store, defaults) the 178 questions routed
+COMPLEX, mostly because they name a speaker and one other thing, went from recall@10 0.415
+to 0.453-0.457 over two runs (cosine alone: 0.506), and all 760 from 0.502 to 0.508-0.510;
+the multi-hop sets, where few entities are that common, kept HYBRID Recall@5 at 68.7 /
+75.0-76.2 / 80.0 on MuSiQue / 2Wiki / HotpotQA. After the adaptive-depth walk, a chunk's graph score is the evidence it
 carries: the sum of the scores of the entry entities it mentions, plus ``0.5 ** d`` times
 the channel's quality for each ring of entities ``d`` hops out that it mentions. Mention
 counts do not rank chunks (they break ties), so a chunk that merely says a name twice does
@@ -70,7 +78,7 @@ from typing import TYPE_CHECKING, Any
 
 from khora_core.config import VectorCypherConfig
 from khora_core.models import ChunkHit, SearchMode
-from khora_core.retrieval.fusion import graph_quality
+from khora_core.retrieval.fusion import entity_specificity, graph_quality
 from khora_core.retrieval.linking import LinkedEntity
 from khora_core.retrieval.router import RoutingDecision, adaptive_depth
 from khora_core.storage.protocols import EntityHit, SearchPage, StorageStack
@@ -197,9 +205,11 @@ async def graph_channel(
     started = time.perf_counter()
     graph = stack.graph
     seeds: dict[str, tuple[str, float, str]] = {}  # id -> (name, score, how)
+    mentions: dict[str, int] = {}
     for link in linked:
         if link.entity.id not in seeds:
             seeds[link.entity.id] = (link.entity.name, link.score, link.match)
+            mentions[link.entity.id] = link.entity.mention_count
     if query_vector is not None and len(seeds) < decision.entry_entities:
         if entry_hits is None:
             entry_hits = await graph.search_entities_by_vector(
@@ -211,12 +221,16 @@ async def graph_channel(
         for hit in entry_hits:
             if len(seeds) >= decision.entry_entities:
                 break
-            if hit.score >= config.retriever_min_entity_similarity:
-                seeds.setdefault(hit.entity.id, (hit.entity.name, float(hit.score), "vector"))
-    quality = graph_quality(s for _, s, _ in seeds.values())
-    # The walk from the entry entities and the passage seeds (below) run together.
+            if hit.score >= config.retriever_min_entity_similarity and hit.entity.id not in seeds:
+                seeds[hit.entity.id] = (hit.entity.name, float(hit.score), "vector")
+                mentions[hit.entity.id] = hit.entity.mention_count
+    # The walk from the entry entities, the namespace's chunk count (for the seeds'
+    # specificity) and the passage seeds (below) run together.
     depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
     walk: asyncio.Task[Any] | None = None
+    counting: asyncio.Task[int] | None = None
+    if seeds and config.graph_common_entity_share < 1.0:
+        counting = asyncio.ensure_future(stack.documents.count_chunks(namespace_id))
     if depth > 0:
         walk = asyncio.ensure_future(
             graph.neighbourhood(
@@ -233,14 +247,25 @@ async def graph_channel(
         )
         bridge = await _bridge(stack, namespace_id, query_vector, nearest[0] if nearest else None)
         hood = await walk if walk is not None else None
+        chunk_count = await counting if counting is not None else 0
     except BaseException:
-        if walk is not None:
-            walk.cancel()
-            await asyncio.gather(walk, return_exceptions=True)
+        pending = [t for t in (walk, counting) if t is not None]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         raise
+    specificity = {
+        eid: entity_specificity(
+            mentions.get(eid, 0), chunk_count, common_share=config.graph_common_entity_share
+        )
+        for eid in seeds
+    }
+    seeds = {eid: (n, s * specificity[eid], h) for eid, (n, s, h) in seeds.items()}
+    quality = graph_quality(s for _, s, _ in seeds.values())
     info: dict[str, Any] = {
         "entry_entities": [
-            {"id": i, "name": n, "score": round(s, 4), "how": h} for i, (n, s, h) in seeds.items()
+            {"id": i, "name": n, "score": round(s, 4), "how": h, "specificity": round(specificity[i], 4)}
+            for i, (n, s, h) in seeds.items()
         ],
         "passage_seed_entities": len(passage_seeds),
         "bridge_passage": nearest[0].chunk.id if bridge is not None else None,

@@ -17,7 +17,9 @@ the right chunk at rank 1. Three rules, each with its own reason, stop that:
 2. **A channel's weight is scaled by the quality of its evidence** (``evidence_weights``):
    graph weight by how well its entry entities matched the question (``graph_quality``:
    1.0 for an exact name link, the cosine for an entity found only by embedding, 0 with no
-   entry entity); keyword weight by the share of the question's content words its top hit
+   entry entity), each entry entity's score first scaled by how specific it is to the
+   namespace (``entity_specificity``: a name in half the chunks, such as a chat's speaker,
+   picks out almost nothing); keyword weight by the share of the question's content words its top hit
    contains (``keyword_quality``). A weakly anchored channel still contributes, at its
    evidence's strength.
 3. **A confident vector top hit stays first** (``confident_top``): RRF throws away score
@@ -42,6 +44,7 @@ __all__ = [
     "FusedItem",
     "FusionPolicy",
     "confident_top",
+    "entity_specificity",
     "evidence_weights",
     "fuse",
     "graph_quality",
@@ -212,6 +215,31 @@ def graph_quality(seed_scores: Iterable[float]) -> float:
     cosine otherwise, 0 when the channel had no entry entity at all.
     """
     return max((min(1.0, max(0.0, s)) for s in seed_scores), default=0.0)
+
+
+def entity_specificity(mentions: int, chunks: int, *, common_share: float) -> float:
+    """How much naming an entity narrows a namespace down, in [0, 1] (an IDF for entities).
+
+    1.0 while the entity's mentions are at most ``common_share`` of the namespace's chunks;
+    above that, ``log(1 / share) / log(1 / common_share)``, which reaches 0 when the entity
+    is mentioned as often as there are chunks. On a conversation whose turns read "Caroline:
+    ...", Caroline is mentioned in about half the turns: with ``common_share = 0.05`` her
+    specificity is 0.23, so a question that names her and nothing rarer no longer makes the
+    graph channel's list of her turns outvote the vector channel.
+
+    Args:
+        mentions: the entity's ``mention_count`` (a chunk that names it twice counts twice,
+            so this errs towards common).
+        chunks: the namespace's chunk count.
+        common_share: the share of chunks up to which an entity counts as specific; 1.0
+            turns the discount off.
+    """
+    if chunks <= 0 or common_share >= 1.0:
+        return 1.0
+    share = min(1.0, max(1, mentions) / chunks)
+    if share <= common_share:
+        return 1.0
+    return max(0.0, math.log(1.0 / share) / math.log(1.0 / common_share))
 
 
 def evidence_weights(weights: Mapping[str, float], quality: Mapping[str, float]) -> dict[str, float]:

@@ -20,7 +20,7 @@ preset                what it does
 flattens fused ranks: with 50 candidates per channel, mid-rank chunks seen by two channels
 outvote one channel's confident top hit, and MMR then pushes apart the related passages a
 multi-hop answer needs. Measured on the development sets (``benchmarks/``, offline
-extractor, embedded store): LoCoMo recall@10 0.508 -> 0.653 in HYBRID; multi-hop HYBRID
+extractor, embedded store): LoCoMo recall@10 0.508 -> 0.656 in HYBRID; multi-hop HYBRID
 Recall@5 68.7 / 76.2 / 80.0 -> 65.0 / 75.0 / 85.0 on MuSiQue / 2Wiki / HotpotQA (the default's
 MMR counts only near-duplicates as redundant, ``QueryConfig.diversity_duplicate_floor``, and
 its graph channel nominates only as many chunks as the recall returns).

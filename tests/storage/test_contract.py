@@ -6,6 +6,7 @@ pgvector with Neo4j (real servers; see ``tests/fixtures``).
 
 from __future__ import annotations
 
+import math
 import uuid
 from datetime import datetime, timezone
 
@@ -553,6 +554,24 @@ async def test_graph_nominates_only_what_the_recall_returns_beside_the_vector_ch
     alone = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=4)
     assert alone.engine_info["channels"]["graph"]["count"] > 4
     assert len(alone.chunks) <= 4
+
+
+async def test_a_common_entry_entity_counts_less_than_a_rare_one(kb: Khora, namespace: str) -> None:
+    """An entry entity that half the namespace's chunks mention (a chat's speaker) carries
+    the graph evidence of its specificity (``fusion.entity_specificity``); a rare one keeps
+    its whole link score."""
+    hikes = [f"On trail {i} Caroline went hiking with her dog and a flask of tea." for i in range(9)]
+    other = [f"The bakery on street {i} sells rye bread and almond croissants." for i in range(10)]
+    trip = "In spring Caroline visited Lisbon and photographed the tiled houses."
+    await kb.remember_batch([{"content": t} for t in [*hikes, *other, trip]], namespace=namespace)
+    assert await kb._stack.documents.count_chunks(namespace) == 20
+    res = await kb.recall("When did Caroline visit Lisbon?", namespace=namespace, mode=SearchMode.GRAPH)
+    entry = {e["name"]: e for e in res.engine_info["channels"]["graph"]["entry_entities"]}
+    assert entry["Lisbon"]["specificity"] == 1.0 and entry["Lisbon"]["score"] == 1.0
+    expected = math.log(2) / math.log(20)  # 10 of 20 chunks, common above 5 %
+    assert entry["Caroline"]["specificity"] == pytest.approx(expected, abs=1e-4)
+    assert entry["Caroline"]["score"] == pytest.approx(expected, abs=1e-4)  # an exact link, scaled
+    assert "Lisbon" in res.chunks[0].content
 
 
 async def test_document_ids_come_from_namespace_and_content(kb: Khora, namespace: str) -> None:

@@ -122,6 +122,17 @@ class SqliteDocumentStore:
 
         return await self._db.read(run)
 
+    async def count_chunks(self, namespace_id: str) -> int:
+        """How many chunks the namespace holds."""
+
+        def run(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT COUNT(*) FROM chunks WHERE namespace_id = ?", (namespace_id,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._db.read(run)
+
 
 def namespace_exists(conn: sqlite3.Connection, namespace_id: str) -> bool:
     return (

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from khora_core.retrieval.fusion import (
     FusionPolicy,
     confident_top,
+    entity_specificity,
     evidence_weights,
     fuse,
     graph_quality,
@@ -86,6 +89,18 @@ def test_graph_quality_is_strongest_entry_entity() -> None:
     assert graph_quality([]) == 0.0
     assert graph_quality([0.35, 0.5]) == pytest.approx(0.5)
     assert graph_quality([1.0, 0.2]) == 1.0
+
+
+def test_entity_specificity_discounts_entities_named_in_many_chunks() -> None:
+    assert entity_specificity(5, 100, common_share=0.05) == 1.0  # at the share: specific
+    assert entity_specificity(1, 100, common_share=0.05) == 1.0
+    assert entity_specificity(50, 100, common_share=0.05) == pytest.approx(math.log(2) / math.log(20))
+    assert entity_specificity(10, 100, common_share=0.05) == pytest.approx(math.log(10) / math.log(20))
+    assert entity_specificity(100, 100, common_share=0.05) == 0.0
+    assert entity_specificity(250, 100, common_share=0.05) == 0.0  # repeated names: capped at all chunks
+    assert entity_specificity(0, 100, common_share=0.05) == 1.0  # unknown count: one mention
+    assert entity_specificity(90, 100, common_share=1.0) == 1.0  # off
+    assert entity_specificity(3, 0, common_share=0.05) == 1.0  # no chunk count: no discount
 
 
 def test_keyword_quality_share_of_content_words() -> None:
