@@ -192,7 +192,7 @@ class Khora:
 
     async def delete_namespace(self, namespace_id: str) -> bool:
         """Delete a namespace and everything in it. Returns False when it did not exist."""
-        return bool(await self.engine.stack.delete_namespace(namespace_id))
+        return await self.engine.delete_namespace(namespace_id)
 
     # -- write ---------------------------------------------------------------------------
     async def remember(self, content: str, *, namespace: str, **kwargs: Any) -> RememberResult:

@@ -21,7 +21,7 @@ plus the entities nearest the query embedding (score = cosine), up to the route'
 than ``graph_common_entity_share`` (5 %) of the namespace's chunks is discounted on a log
 scale (``fusion.entity_specificity``), so a chat's speaker, named in half its turns, no
 longer makes the graph's list of her turns outvote the vector channel (the chunk count is
-read while the walk runs). On LoCoMo (embedded store, defaults) the 178 questions routed
+read while the walk runs, and kept for 30 s: ``retrieval.chunk_counts``). On LoCoMo (embedded store, defaults) the 178 questions routed
 COMPLEX, mostly because they name a speaker and one other thing, went from recall@10 0.415
 to 0.453-0.457 over two runs (cosine alone: 0.506), and all 760 from 0.502 to 0.508-0.510;
 the multi-hop sets, where few entities are that common, kept HYBRID Recall@5 at 68.7 /
@@ -71,7 +71,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -187,6 +187,7 @@ async def graph_channel(
     entry_hits: Sequence[EntityHit] | None = None,
     passages: Awaitable[ChannelResult] | None = None,
     nominate: int | None = None,
+    chunk_count: Callable[[], Awaitable[int]] | None = None,
 ) -> ChannelResult:
     """Entity-seeded traversal: entry entities -> adaptive-depth walk -> MENTIONED_IN chunks.
 
@@ -198,6 +199,9 @@ async def graph_channel(
         nominate: return at most this many chunks (fewer than ``limit``) when fused with
             other channels (module docstring, "Nominations"); ``limit`` still sets how far
             each evidence group reaches.
+        chunk_count: reads the namespace's chunk count (for the entry entities'
+            specificity; a cached ``retrieval.chunk_counts.ChunkCounts`` in the read path);
+            ``stack.documents.count_chunks`` otherwise.
 
     ``info`` carries the entry entities, the depth walked, the expanded entity count and
     the channel's evidence ``quality`` (``fusion.graph_quality``).
@@ -230,7 +234,9 @@ async def graph_channel(
     walk: asyncio.Task[Any] | None = None
     counting: asyncio.Task[int] | None = None
     if seeds and config.graph_common_entity_share < 1.0:
-        counting = asyncio.ensure_future(stack.documents.count_chunks(namespace_id))
+        counting = asyncio.ensure_future(
+            chunk_count() if chunk_count is not None else stack.documents.count_chunks(namespace_id)
+        )
     if depth > 0:
         walk = asyncio.ensure_future(
             graph.neighbourhood(

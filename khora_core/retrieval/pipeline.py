@@ -24,6 +24,7 @@ week"): evergreen lookups are not reordered by date. Dates in the question are a
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,6 +44,7 @@ from khora_core.retrieval.channels import (
     select_channels,
     vector_channel,
 )
+from khora_core.retrieval.chunk_counts import ChunkCounts
 from khora_core.retrieval.hyde import hypothetical_passage, should_use_hyde
 from khora_core.retrieval.limits import decide_limit
 from khora_core.retrieval.linking import LinkedEntity, link_entities
@@ -85,6 +87,8 @@ class RecallPipeline:
         self.embedder = embedder
         self.config = config
         self.llm = llm
+        #: Namespace chunk counts for the graph channel; writers call ``invalidate``.
+        self.chunk_counts = ChunkCounts(stack.documents)
 
     async def _reference_now(self, namespace_id: str, now: datetime | None) -> tuple[datetime, str]:
         if now is not None:
@@ -246,6 +250,7 @@ class RecallPipeline:
                 temporal_sort=u.wants_recency,
                 entry_hits=nearest,
                 passages=_shielded(vector_task) if vector_task is not None and min_similarity <= 0 else None,
+                chunk_count=functools.partial(self.chunk_counts.get, namespace_id),
             )
         if keyword_task is not None:
             calls["keyword"] = keyword_task

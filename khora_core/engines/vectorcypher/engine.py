@@ -68,7 +68,10 @@ class VectorCypherEngine:
         self.entities = EntityReader(stack=stack, embedder=embedder, config=config)
 
     async def remember(self, content: str, *, namespace_id: str, **kwargs: Any) -> RememberResult:
-        return await self.ingest.remember(content, namespace_id=namespace_id, **kwargs)
+        try:
+            return await self.ingest.remember(content, namespace_id=namespace_id, **kwargs)
+        finally:
+            self.retrieval.chunk_counts.invalidate(namespace_id)
 
     async def remember_batch(
         self,
@@ -78,9 +81,12 @@ class VectorCypherEngine:
         concurrency: int | None = None,
         progress: bool = False,
     ) -> Any:
-        return await self.ingest.remember_batch(
-            items, namespace_id=namespace_id, concurrency=concurrency, progress=progress
-        )
+        try:
+            return await self.ingest.remember_batch(
+                items, namespace_id=namespace_id, concurrency=concurrency, progress=progress
+            )
+        finally:
+            self.retrieval.chunk_counts.invalidate(namespace_id)
 
     async def recall(
         self,
@@ -108,6 +114,20 @@ class VectorCypherEngine:
     async def forget(
         self, *, namespace_id: str, document_id: str | None = None, external_id: str | None = None
     ) -> bool:
+        try:
+            return await self._forget(
+                namespace_id=namespace_id, document_id=document_id, external_id=external_id
+            )
+        finally:
+            self.retrieval.chunk_counts.invalidate(namespace_id)
+
+    async def delete_namespace(self, namespace_id: str) -> bool:
+        try:
+            return bool(await self.stack.delete_namespace(namespace_id))
+        finally:
+            self.retrieval.chunk_counts.invalidate(namespace_id)
+
+    async def _forget(self, *, namespace_id: str, document_id: str | None, external_id: str | None) -> bool:
         if document_id is not None:
             return bool(await self.stack.delete_document(namespace_id, document_id))
         docs = await self.stack.documents.find_documents_by_external_id(namespace_id, str(external_id))
