@@ -38,13 +38,13 @@ from khora_core.retrieval.abstention import abstention_signals
 from khora_core.retrieval.assemble import assemble, project_chunks
 from khora_core.retrieval.channels import (
     ChannelResult,
-    graph_channel,
     keyword_channel,
     run_channels,
     select_channels,
     vector_channel,
 )
 from khora_core.retrieval.chunk_counts import ChunkCounts
+from khora_core.retrieval.graph_channel import graph_channel
 from khora_core.retrieval.hyde import hypothetical_passage, should_use_hyde
 from khora_core.retrieval.limits import decide_limit
 from khora_core.retrieval.linking import LinkedEntity, link_entities
@@ -242,7 +242,7 @@ class RecallPipeline:
                 config=vc,
                 limit=pool,
                 # Beside another channel, the graph nominates only as many chunks as the
-                # recall returns (channels module docstring, "Nominations").
+                # recall returns (graph_channel module docstring, "Nominations").
                 nominate=decide_limit(limit, decision.complexity, adaptive_limit=qc.adaptive_limit).count
                 if len(names) > 1
                 else None,

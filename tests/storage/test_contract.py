@@ -479,8 +479,8 @@ async def test_graph_relevance_takes_the_better_of_question_and_bridged_question
     kb: Khora, namespace: str, embedder
 ) -> None:
     """The graph channel scores a reached chunk by the better of its cosine with the question
-    and with the question moved towards the nearest passage (``channels`` module docstring)."""
-    from khora_core.retrieval import channels
+    and with the question moved towards the nearest passage (``graph_channel`` module docstring)."""
+    from khora_core.retrieval import graph_channel
 
     await _load(kb, namespace)
     question = "Who leads the project of the company Maya Chen came from?"
@@ -495,10 +495,10 @@ async def test_graph_relevance_takes_the_better_of_question_and_bridged_question
         c.id for c in (await kb.recall(question, namespace=namespace, mode=SearchMode.VECTOR)).chunks
     ]
     top = (await stack.vectors.embeddings(namespace, chunk_ids[:1]))[chunk_ids[0]]
-    bridge = channels.bridged_query(qvec, top)
+    bridge = graph_channel.bridged_query(qvec, top)
     direct = await stack.vectors.similarities(namespace, qvec, chunk_ids)
     bridged = await stack.vectors.similarities(namespace, bridge, chunk_ids)
-    relevance = await channels._relevance(stack, namespace, qvec, chunk_ids, bridge=bridge)
+    relevance = await graph_channel._relevance(stack, namespace, qvec, chunk_ids, bridge=bridge)
     assert set(relevance) == set(chunk_ids)
     for cid in chunk_ids:
         assert relevance[cid] == pytest.approx(max(0.0, direct[cid], bridged[cid]), abs=1e-6)
@@ -509,9 +509,9 @@ async def test_graph_reach_keeps_the_chunks_most_relevant_to_the_question(
     kb: Khora, namespace: str, embedder
 ) -> None:
     """An evidence group keeps the chunks most relevant to the question among everything
-    its entities are mentioned in, not the ones that repeat the name most (``channels``
+    its entities are mentioned in, not the ones that repeat the name most (``graph_channel``
     module docstring, "Reach")."""
-    from khora_core.retrieval import channels
+    from khora_core.retrieval import graph_channel
 
     off_topic = [
         f"Northwind Robotics filed quarterly form {i}. Northwind Robotics paid the filing fee {i}."
@@ -525,13 +525,13 @@ async def test_graph_reach_keeps_the_chunks_most_relevant_to_the_question(
     [entity] = await stack.graph.find_entities_by_name(namespace, ["Northwind Robotics"])
     question = "How did the underwater welding drone trials in the harbour go?"
     qvec = await embedder.embed_query(question)
-    reached = await channels._reach_by_mentions(
+    reached = await graph_channel._reach_by_mentions(
         stack, namespace, [([entity.id], 1.0)], limit=3, scan=400, query_vector=qvec, bridge=None
     )
     texts = {c.id: c.content for c in await stack.documents.get_chunks(namespace, list(reached.evidence))}
     assert sorted(texts.values()) == sorted(on_topic)
     assert reached.relevance is not None and len(reached.relevance) == len(off_topic) + len(on_topic)
-    by_mentions = await channels._reach_by_mentions(
+    by_mentions = await graph_channel._reach_by_mentions(
         stack, namespace, [([entity.id], 1.0)], limit=3, scan=400, query_vector=None, bridge=None
     )
     assert set(by_mentions.evidence).isdisjoint(reached.evidence)  # without a question: most mentions

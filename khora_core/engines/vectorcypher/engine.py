@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -68,10 +69,8 @@ class VectorCypherEngine:
         self.entities = EntityReader(stack=stack, embedder=embedder, config=config)
 
     async def remember(self, content: str, *, namespace_id: str, **kwargs: Any) -> RememberResult:
-        try:
+        with self._writing(namespace_id):
             return await self.ingest.remember(content, namespace_id=namespace_id, **kwargs)
-        finally:
-            self.retrieval.chunk_counts.invalidate(namespace_id)
 
     async def remember_batch(
         self,
@@ -81,12 +80,10 @@ class VectorCypherEngine:
         concurrency: int | None = None,
         progress: bool = False,
     ) -> Any:
-        try:
+        with self._writing(namespace_id):
             return await self.ingest.remember_batch(
                 items, namespace_id=namespace_id, concurrency=concurrency, progress=progress
             )
-        finally:
-            self.retrieval.chunk_counts.invalidate(namespace_id)
 
     async def recall(
         self,
@@ -114,20 +111,23 @@ class VectorCypherEngine:
     async def forget(
         self, *, namespace_id: str, document_id: str | None = None, external_id: str | None = None
     ) -> bool:
-        try:
-            return await self._forget(
-                namespace_id=namespace_id, document_id=document_id, external_id=external_id
-            )
-        finally:
-            self.retrieval.chunk_counts.invalidate(namespace_id)
+        with self._writing(namespace_id):
+            return await self._forget(namespace_id, document_id, external_id)
 
     async def delete_namespace(self, namespace_id: str) -> bool:
-        try:
+        with self._writing(namespace_id):
             return bool(await self.stack.delete_namespace(namespace_id))
+
+    @contextlib.contextmanager
+    def _writing(self, namespace_id: str) -> Iterator[None]:
+        """Around a write to ``namespace_id``: the read path's cached chunk count of that
+        namespace is dropped afterwards, whether the write succeeded or not."""
+        try:
+            yield
         finally:
             self.retrieval.chunk_counts.invalidate(namespace_id)
 
-    async def _forget(self, *, namespace_id: str, document_id: str | None, external_id: str | None) -> bool:
+    async def _forget(self, namespace_id: str, document_id: str | None, external_id: str | None) -> bool:
         if document_id is not None:
             return bool(await self.stack.delete_document(namespace_id, document_id))
         docs = await self.stack.documents.find_documents_by_external_id(namespace_id, str(external_id))

@@ -126,10 +126,8 @@ class SqliteDocumentStore:
         """How many chunks the namespace holds."""
 
         def run(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "SELECT COUNT(*) FROM chunks WHERE namespace_id = ?", (namespace_id,)
-            ).fetchone()
-            return int(row[0]) if row else 0
+            sql = "SELECT COUNT(*) FROM chunks WHERE namespace_id = ?"
+            return int(conn.execute(sql, (namespace_id,)).fetchone()[0])
 
         return await self._db.read(run)
 

@@ -1,0 +1,407 @@
+"""The graph channel: entry entities, an adaptive-depth walk, and the chunks they reach.
+
+**Graph channel scoring.** Entry entities are the linked mentions (score = link strength)
+plus the entities nearest the query embedding (score = cosine), up to the route's
+``entry_entities``, each score times the entity's specificity: an entity mentioned in more
+than ``graph_common_entity_share`` (5 %) of the namespace's chunks is discounted on a log
+scale (``fusion.entity_specificity``), so a chat's speaker, named in half its turns, no
+longer makes the graph's list of her turns outvote the vector channel (the chunk count is
+read while the walk runs, and kept for 30 s: ``retrieval.chunk_counts``). On LoCoMo (embedded store, defaults) the 178 questions routed
+COMPLEX, mostly because they name a speaker and one other thing, went from recall@10 0.415
+to 0.453-0.457 over two runs (cosine alone: 0.506), and all 760 from 0.502 to 0.508-0.510;
+the multi-hop sets, where few entities are that common, kept HYBRID Recall@5 at 68.7 /
+75.0-76.2 / 80.0 on MuSiQue / 2Wiki / HotpotQA. After the adaptive-depth walk, a chunk's graph score is the evidence it
+carries: the sum of the scores of the entry entities it mentions, plus ``0.5 ** d`` times
+the channel's quality for each ring of entities ``d`` hops out that it mentions. Mention
+counts do not rank chunks (they break ties), so a chunk that merely says a name twice does
+not outrank one that names two asked-about entities.
+
+**Reach.** Each evidence group (an entry entity, a ring, the passage seeds) reaches at most
+the candidate pool's count of chunks. Unfiltered, the channel reads each entity's
+``graph_reach_scan`` (200, four times the pool) most-mentioning chunks, scores them all for
+relevance (below) in one pass, and each group keeps its most relevant ones. Cutting by
+mention count instead left a popular entity's reach to its most repetitive chunks, and,
+among the many chunks that name a ring's entities once, to chunk ids, which derive from the
+namespace id. Three ingests of each multi-hop development set (HYBRID, ``limit=5``, embedded
+store) scored Recall@5 65.7 / 65.7 / 67.7 on MuSiQue, 71.2 / 73.8 / 73.8 on 2Wiki and 79.0 /
+78.0 / 81.0 on HotpotQA cut by mentions, and 68.7 / 68.8 / 67.2, 76.2 / 76.2 / 75.0 and 80.0 x 3
+cut by relevance. A scan of 400 scored about the same (68.7 / 68.8 / 67.8, 76.2 x 3, 80.0 x 3)
+and cost the graph channel 4-6 ms more than a scan of 50 on PostgreSQL + Neo4j (200: within
+noise of 50); 800 lost 2Wiki points (73.8 x 3). Filtered or temporal recalls reach by pages
+that the store filters and orders (most mentions, or newest first), then rank by relevance.
+
+**Bridge relevance.** The relevance that multiplies a reached chunk's evidence is the better
+of its cosine with the question and its cosine with the *bridged question*, the question's
+vector plus the nearest passage's, renormalised (a Rocchio step of weight 1 towards the first
+hop). The second hop of a multi-hop question ("the currency before the euro in the country
+Signmark is from") is about the bridge entity (Finland), not the question's words, so its
+cosine with the question alone is low; with the first hop's passage (Signmark's, naming
+Finland) added it rises. It costs a second cosine per reached chunk, computed in the same
+pass as the first (``similarities_many``; the nearest passage's vector comes with the vector
+channel's hit).
+
+**Nominations.** Beside another channel, the graph hands fusion only its best ``nominate``
+chunks, as many as the recall returns. With RRF's ``k = 60`` any chunk that two channels
+list outscores any chunk that one lists (0.4/61 + 0.6/110 > 0.6/61 at the COMPLEX weights),
+so the graph's weak tail (chunks that merely name a popular entity) would act as votes for
+the vector channel's mid-ranked hits and push the graph's own best finds, often the second
+hop that the vector channel misses, out of the result. Measured on the multi-hop development
+sets (HYBRID, embedded store, offline extractor, one ingest): Recall@5 with ``limit=5`` 63.3 /
+70.0 / 79.0 -> 66.0 / 73.8 / 79.0 on MuSiQue / 2Wiki / HotpotQA; Recall@10 with ``limit=10``
+73.7 / 77.5 / 87.0 -> 77.0 / 80.0 / 88.0 (before the reach by relevance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from khora_core.config import VectorCypherConfig
+from khora_core.models import ChunkHit
+from khora_core.retrieval.channels import ChannelResult
+from khora_core.retrieval.fusion import entity_specificity, graph_quality
+from khora_core.retrieval.linking import LinkedEntity
+from khora_core.retrieval.router import RoutingDecision, adaptive_depth
+from khora_core.storage.protocols import EntityHit, StorageStack
+
+if TYPE_CHECKING:
+    from khora_core.filters import RecallFilter
+
+__all__ = ["PASSAGE_SEEDS", "bridged_query", "graph_channel"]
+
+#: Passages nearest the question whose entities also seed the graph walk.
+PASSAGE_SEEDS = 5
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+async def graph_channel(
+    stack: StorageStack,
+    namespace_id: str,
+    query_vector: Sequence[float] | None,
+    *,
+    linked: Sequence[LinkedEntity],
+    decision: RoutingDecision,
+    config: VectorCypherConfig,
+    limit: int,
+    filter: RecallFilter | None = None,
+    temporal_sort: bool = False,
+    entry_hits: Sequence[EntityHit] | None = None,
+    passages: Awaitable[ChannelResult] | None = None,
+    nominate: int | None = None,
+    chunk_count: Callable[[], Awaitable[int]] | None = None,
+) -> ChannelResult:
+    """Entity-seeded traversal: entry entities -> adaptive-depth walk -> MENTIONED_IN chunks.
+
+    Args:
+        entry_hits: the entities nearest the question, when the caller already searched
+            them (linking does, in the same pass as the mentions); searched here otherwise.
+        passages: the vector channel's result, when it runs alongside: its first
+            ``PASSAGE_SEEDS`` hits are the passage seeds (no second vector search).
+        nominate: return at most this many chunks (fewer than ``limit``) when fused with
+            other channels (module docstring, "Nominations"); ``limit`` still sets how far
+            each evidence group reaches.
+        chunk_count: reads the namespace's chunk count (for the entry entities'
+            specificity; a cached ``retrieval.chunk_counts.ChunkCounts`` in the read path);
+            ``stack.documents.count_chunks`` otherwise.
+
+    ``info`` carries the entry entities, the depth walked, the expanded entity count and
+    the channel's evidence ``quality`` (``fusion.graph_quality``).
+    """
+    started = time.perf_counter()
+    graph = stack.graph
+    seeds: dict[str, tuple[str, float, str]] = {}  # id -> (name, score, how)
+    mentions: dict[str, int] = {}
+    for link in linked:
+        if link.entity.id not in seeds:
+            seeds[link.entity.id] = (link.entity.name, link.score, link.match)
+            mentions[link.entity.id] = link.entity.mention_count
+    if query_vector is not None and len(seeds) < decision.entry_entities:
+        if entry_hits is None:
+            entry_hits = await graph.search_entities_by_vector(
+                namespace_id,
+                query_vector,
+                limit=decision.entry_entities,
+                min_similarity=config.retriever_min_entity_similarity,
+            )
+        for hit in entry_hits:
+            if len(seeds) >= decision.entry_entities:
+                break
+            if hit.score >= config.retriever_min_entity_similarity and hit.entity.id not in seeds:
+                seeds[hit.entity.id] = (hit.entity.name, float(hit.score), "vector")
+                mentions[hit.entity.id] = hit.entity.mention_count
+    # The walk from the entry entities, the namespace's chunk count (for the seeds'
+    # specificity) and the passage seeds (below) run together.
+    depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
+    walk: asyncio.Task[Any] | None = None
+    counting: asyncio.Task[int] | None = None
+    if seeds and config.graph_common_entity_share < 1.0:
+        counting = asyncio.ensure_future(
+            chunk_count() if chunk_count is not None else stack.documents.count_chunks(namespace_id)
+        )
+    if depth > 0:
+        walk = asyncio.ensure_future(
+            graph.neighbourhood(
+                namespace_id,
+                list(seeds),
+                depth=depth,
+                max_fanout=config.graph_max_fanout,
+                max_entities=config.retriever_max_entities,
+            )
+        )
+    try:
+        passage_seeds, nearest = await _passage_seeds(
+            stack, namespace_id, query_vector, seeds, passages, filter
+        )
+        bridge = await _bridge(stack, namespace_id, query_vector, nearest[0] if nearest else None)
+        hood = await walk if walk is not None else None
+        chunks_in_namespace = await counting if counting is not None else 0
+    except BaseException:
+        pending = [t for t in (walk, counting) if t is not None]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        raise
+    specificity = {
+        eid: entity_specificity(
+            mentions[eid], chunks_in_namespace, common_share=config.graph_common_entity_share
+        )
+        for eid in seeds
+    }
+    seeds = {eid: (n, s * specificity[eid], h) for eid, (n, s, h) in seeds.items()}
+    quality = graph_quality(s for _, s, _ in seeds.values())
+    info: dict[str, Any] = {
+        "entry_entities": [
+            {"id": i, "name": n, "score": round(s, 4), "how": h, "specificity": round(specificity[i], 4)}
+            for i, (n, s, h) in seeds.items()
+        ],
+        "passage_seed_entities": len(passage_seeds),
+        "bridge_passage": nearest[0].chunk.id if bridge is not None else None,
+        "quality": round(quality, 4),
+    }
+    if not seeds and not passage_seeds:
+        info.update(depth=0, expanded=0)
+        return ChannelResult("graph", elapsed_ms=(time.perf_counter() - started) * 1000.0, info=info)
+
+    rings: dict[int, list[str]] = {}
+    if hood is not None:
+        far = sorted(
+            ((eid, d) for eid, d in hood.distance.items() if eid not in seeds and d > 0), key=lambda p: p[1]
+        )[: config.retriever_max_entities]
+        for eid, d in far:
+            rings.setdefault(d, []).append(eid)
+    info.update(depth=depth, expanded=sum(len(v) for v in rings.values()))
+
+    # Evidence groups: each entry entity (credited with its own score), each ring, and the
+    # passage seeds.
+    groups: list[tuple[list[str], float]] = [([eid], score) for eid, (_, score, _) in seeds.items()]
+    groups += [(ids, (0.5**d) * quality) for d, ids in sorted(rings.items())]
+    if passage_seeds:
+        groups.append((list(passage_seeds), max(passage_seeds.values())))
+    if filter is None and not temporal_sort:
+        reached = await _reach_by_mentions(
+            stack,
+            namespace_id,
+            groups,
+            limit=limit,
+            scan=max(limit, config.graph_reach_scan),
+            query_vector=query_vector,
+            bridge=bridge,
+        )
+    else:
+        reached = await _reach_by_pages(stack, namespace_id, groups, limit, filter, temporal_sort)
+
+    # Rank what the graph reached by relevance to the question, with graph evidence as a
+    # multiplier: entity overlap alone cannot tell a bridge passage from any other passage
+    # that names the same popular entity.
+    if reached.relevance is not None:
+        relevance = {c: reached.relevance[c] for c in reached.evidence if c in reached.relevance}
+    else:
+        relevance = await _relevance(stack, namespace_id, query_vector, list(reached.evidence), bridge=bridge)
+    top_evidence = max(reached.evidence.values(), default=1.0) or 1.0
+
+    def score(cid: str) -> float:
+        if cid not in relevance:
+            return reached.evidence[cid]
+        return relevance[cid] * (0.5 + 0.5 * reached.evidence[cid] / top_evidence)
+
+    scored = {cid: score(cid) for cid in reached.evidence}
+    # The channel's evidence is the better of its entity links and how relevant the passages
+    # it reached are: a walk from passage seeds is worth as much as what it finds.
+    info["quality"] = round(max(quality, max(relevance.values(), default=0.0)), 4)
+
+    def order(cid: str) -> tuple[float, float, float, str]:
+        chunk = reached.chunks.get(cid)
+        when = chunk.chunk.occurred_at if temporal_sort and chunk is not None else None
+        return (-round(scored[cid], 9), -(when or _EPOCH).timestamp(), -reached.mentions[cid], cid)
+
+    ranked = sorted(reached.evidence, key=order)
+    returned = limit if nominate is None else max(1, min(limit, nominate))
+    if reached.chunks:
+        ranked = [cid for cid in ranked if cid in reached.chunks][:returned]
+        rows = {cid: reached.chunks[cid].chunk for cid in ranked}
+    else:  # fetch only what is returned; a chunk whose row is gone is skipped
+        ranked = ranked[: returned + returned // 2]
+        rows = {c.id: c for c in await stack.documents.get_chunks(namespace_id, ranked)}
+        ranked = [cid for cid in ranked if cid in rows][:returned]
+    hits = [ChunkHit(chunk=rows[cid], score=scored[cid], rank=i) for i, cid in enumerate(ranked, start=1)]
+    return ChannelResult(
+        name="graph",
+        hits=hits,
+        pushed_keys=reached.pushed,
+        post_filtered_keys=reached.post,
+        elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        info=info,
+    )
+
+
+async def _passage_seeds(
+    stack: StorageStack,
+    namespace_id: str,
+    query_vector: Sequence[float] | None,
+    seeds: dict[str, tuple[str, float, str]],
+    passages: Awaitable[ChannelResult] | None,
+    filter: RecallFilter | None,
+) -> tuple[dict[str, float], list[ChunkHit]]:
+    """Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
+    are where a second hop starts ("the startup where X worked" -> that startup's passages);
+    each scores half its passage's similarity. Also returns those passages, nearest first."""
+    if query_vector is None or PASSAGE_SEEDS <= 0:
+        return {}, []
+    if passages is not None:
+        nearest = (await passages).hits[:PASSAGE_SEEDS]
+    else:
+        page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
+        nearest = page.hits
+    by_chunk = await stack.graph.entities_for_chunks(namespace_id, [h.chunk.id for h in nearest])
+    out: dict[str, float] = {}
+    for h in nearest:
+        for ent in by_chunk.get(h.chunk.id, []):
+            if ent.id not in seeds and ent.type != "DATE":
+                out[ent.id] = max(out.get(ent.id, 0.0), 0.5 * float(h.score))
+    return out, list(nearest)
+
+
+def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]) -> list[float] | None:
+    """The question moved halfway to its nearest passage: ``q/|q| + p/|p|``, renormalised
+    (``None`` when either vector is zero or they cancel out)."""
+    q_norm = math.sqrt(sum(x * x for x in query_vector))
+    p_norm = math.sqrt(sum(x * x for x in passage_vector))
+    if q_norm == 0.0 or p_norm == 0.0 or len(query_vector) != len(passage_vector):
+        return None
+    mixed = [a / q_norm + b / p_norm for a, b in zip(query_vector, passage_vector, strict=True)]
+    norm = math.sqrt(sum(x * x for x in mixed))
+    return [x / norm for x in mixed] if norm > 1e-9 else None
+
+
+async def _bridge(
+    stack: StorageStack, namespace_id: str, query_vector: Sequence[float] | None, top: ChunkHit | None
+) -> list[float] | None:
+    """The bridged question for the nearest passage (module docstring), or ``None``. A vector
+    hit carries its embedding; one without is read from the store."""
+    if query_vector is None or top is None:
+        return None
+    vector = top.chunk.embedding
+    if vector is None:
+        vector = (await stack.vectors.embeddings(namespace_id, [top.chunk.id])).get(top.chunk.id)
+    return bridged_query(query_vector, vector) if vector else None
+
+
+@dataclass
+class _Reached:
+    """What the evidence groups reached: evidence and mention totals per chunk id, and the
+    chunk rows when the store returned them."""
+
+    evidence: dict[str, float] = field(default_factory=dict)
+    mentions: dict[str, float] = field(default_factory=dict)
+    chunks: dict[str, ChunkHit] = field(default_factory=dict)
+    pushed: list[str] = field(default_factory=list)
+    post: list[str] = field(default_factory=list)
+    #: Relevance of the scanned chunks (a superset of ``evidence``), when already scored.
+    relevance: dict[str, float] | None = None
+
+
+async def _reach_by_mentions(
+    stack: StorageStack,
+    namespace_id: str,
+    groups: list[tuple[list[str], float]],
+    *,
+    limit: int,
+    scan: int,
+    query_vector: Sequence[float] | None,
+    bridge: Sequence[float] | None,
+) -> _Reached:
+    """Unfiltered: one ``chunk_mentions`` call for every group's entities (each entity's
+    ``scan`` most-mentioning chunks), scored for relevance in one pass; each group keeps the
+    ``limit`` chunks most relevant to the question (module docstring, "Reach"), more mentions
+    of its entities and then chunk id breaking ties."""
+    wanted = list(dict.fromkeys(e for ids, _ in groups for e in ids))
+    per_entity = await stack.graph.chunk_mentions(namespace_id, wanted, per_entity=scan)
+    scanned = list(dict.fromkeys(cid for counts in per_entity.values() for cid in counts))
+    relevance = await _relevance(stack, namespace_id, query_vector, scanned, bridge=bridge)
+    out = _Reached(relevance=relevance)
+    for ids, weight in groups:
+        totals: dict[str, int] = {}
+        for eid in ids:
+            for cid, n in per_entity.get(eid, {}).items():
+                totals[cid] = totals.get(cid, 0) + n
+        for cid in sorted(totals, key=lambda c: (-relevance.get(c, -2.0), -totals[c], c))[:limit]:
+            out.evidence[cid] = out.evidence.get(cid, 0.0) + weight
+            out.mentions[cid] = out.mentions.get(cid, 0.0) + totals[cid]
+    return out
+
+
+async def _reach_by_pages(
+    stack: StorageStack,
+    namespace_id: str,
+    groups: list[tuple[list[str], float]],
+    limit: int,
+    filter: RecallFilter | None,
+    temporal_sort: bool,
+) -> _Reached:
+    """Filtered or temporal: one ``chunks_for_entities`` page per group, so the store pushes
+    the filter down and orders by time."""
+    pages = await asyncio.gather(
+        *(
+            stack.graph.chunks_for_entities(
+                namespace_id, ids, limit=limit, filter=filter, temporal_sort=temporal_sort
+            )
+            for ids, _ in groups
+        )
+    )
+    out = _Reached()
+    for (_, weight), page in zip(groups, pages, strict=True):
+        out.pushed += [k for k in page.pushed_keys if k not in out.pushed]
+        out.post += [k for k in page.post_filtered_keys if k not in out.post]
+        for hit in page.hits:
+            cid = hit.chunk.id
+            out.chunks.setdefault(cid, hit)
+            out.evidence[cid] = out.evidence.get(cid, 0.0) + weight
+            out.mentions[cid] = out.mentions.get(cid, 0.0) + float(hit.score)
+    return out
+
+
+async def _relevance(
+    stack: StorageStack,
+    namespace_id: str,
+    query_vector: Sequence[float] | None,
+    chunk_ids: list[str],
+    *,
+    bridge: Sequence[float] | None = None,
+) -> dict[str, float]:
+    """Cosine of the question with each chunk's stored embedding (absent when unknown); with
+    a ``bridge`` vector, the better of that and the cosine with the bridged question."""
+    if query_vector is None or not chunk_ids:
+        return {}
+    vectors = [query_vector] if bridge is None else [query_vector, bridge]
+    pages = await stack.vectors.similarities_many(namespace_id, vectors, chunk_ids)
+    out: dict[str, float] = {}
+    for scores in pages:
+        for c, v in scores.items():
+            if v == v:  # NaN: a zero vector
+                out[c] = max(out.get(c, 0.0), float(v))
+    return out
