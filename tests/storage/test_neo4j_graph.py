@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from khora_core.errors import ConfigError, InvalidInputError, StorageUnavailableError
+from khora_core.errors import ConfigError, InvalidInputError, KhoraError, StorageUnavailableError
 from khora_core.ingest.resolve import entity_id
 from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
 from khora_core.storage.neo4j import Neo4jGraphStore, open_driver
@@ -490,7 +490,8 @@ async def test_driver_errors_are_translated(neo4j_settings: dict[str, str]) -> N
 async def test_lost_server_is_storage_unavailable() -> None:
     import neo4j
 
-    # Nothing listens on port 1; a short retry budget keeps the managed transaction brief.
+    # Nothing listens on port 1; short timeouts keep the retries (managed transactions and
+    # the one-statement reads' own) brief.
     driver = neo4j.AsyncGraphDatabase.driver(
         "bolt://127.0.0.1:1", auth=("neo4j", "x"), connection_timeout=1.0, max_transaction_retry_time=0.5
     )
@@ -500,6 +501,36 @@ async def test_lost_server_is_storage_unavailable() -> None:
         assert lost.value.setting == "KHORA_NEO4J_URL"
     finally:
         await driver.close()
+
+
+async def test_one_statement_reads_retry_what_the_driver_calls_retryable(
+    store: Neo4jGraphStore, graph_namespace: str
+) -> None:
+    """One-statement reads run in auto-commit transactions: a transient failure is retried
+    (as a managed transaction would be) and the read still answers; a client error is not."""
+    from neo4j import exceptions as nx
+
+    from khora_core.storage.neo4j.search import records_of
+
+    calls: list[str] = []
+
+    async def flaky(session: Any, query: str, **params: Any) -> list[dict[str, Any]]:
+        calls.append(query)
+        if len(calls) == 1:
+            raise nx.TransientError("the lock client was stopped")
+        return await records_of(session, query, **params)
+
+    rows = await store._statement(flaky, "RETURN $ns AS ns", {"ns": graph_namespace})
+    assert rows == [{"ns": graph_namespace}] and len(calls) == 2
+
+    async def refused(session: Any, query: str, **params: Any) -> list[dict[str, Any]]:
+        calls.append(query)
+        raise nx.ClientError("a malformed statement")
+
+    calls.clear()
+    with pytest.raises(KhoraError) as failed:
+        await store._statement(refused, "RETURN 1", {})
+    assert isinstance(failed.value.__cause__, nx.ClientError) and len(calls) == 1
 
 
 def test_url_credentials_and_error_mapping() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from neo4j import AsyncManagedTransaction
+from neo4j import AsyncManagedTransaction, AsyncSession
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import ChunkHit, Relationship
@@ -126,13 +126,18 @@ RETURN collect({e: properties(e)}) AS rows
 """
 
 
-async def records_of(tx: AsyncManagedTransaction, query: str, **params: Any) -> list[dict[str, Any]]:
-    """Every record of a statement, as dicts (for statements that return a record or a few)."""
+async def records_of(
+    tx: AsyncManagedTransaction | AsyncSession, query: str, **params: Any
+) -> list[dict[str, Any]]:
+    """Every record of a statement, as dicts (for statements that return a record or a few),
+    in a managed transaction or, through a session, an auto-commit one."""
     result = await tx.run(query, params)
     return await result.data()
 
 
-async def rows_of(tx: AsyncManagedTransaction, query: str, **params: Any) -> list[dict[str, Any]]:
+async def rows_of(
+    tx: AsyncManagedTransaction | AsyncSession, query: str, **params: Any
+) -> list[dict[str, Any]]:
     """The rows of a statement written to return them as one list, ``RETURN collect({...}) AS rows``.
 
     The async driver spends about 50 us on each streamed record (a few event-loop turns
