@@ -437,6 +437,26 @@ async def test_vector_search_uses_hnsw_index_with_ef_search(pg: Pg) -> None:
     assert "ix_khora_chunks_embedding_hnsw" in await pg.pool.read(plan)
 
 
+async def test_pooled_connections_keep_the_hnsw_settings_after_a_reset(pg: Pg) -> None:
+    """A vector search at the default ef_search runs without a SET LOCAL: every pooled
+    connection starts with the pool's HNSW settings, and a released connection's reset
+    (RESET ALL) returns to them rather than to the server's defaults."""
+
+    async def show(conn: asyncpg.Connection) -> tuple[str, str]:
+        return await conn.fetchval("SHOW hnsw.ef_search"), await conn.fetchval("SHOW hnsw.iterative_scan")
+
+    expected = (str(pg.pool.config.hnsw_ef_search), "strict_order" if pg.pool.iterative_scan else "off")
+    assert pg.pool.session_ef_search == pg.pool.config.hnsw_ef_search
+    assert await pg.pool.read(show) == expected
+
+    async def change(conn: asyncpg.Connection) -> None:
+        await conn.execute("SET hnsw.ef_search = 7")
+
+    for _ in range(pg.pool.config.pool_max_size + 1):  # every connection, changed then released
+        await pg.pool.read(change)
+        assert await pg.pool.read(show) == expected
+
+
 async def test_vector_search_ranks_exactly_when_the_index_walk_gives_up(pg: Pg) -> None:
     """A small namespace beside a crowd of nearer vectors: when the HNSW walk stops before
     finding ``limit`` of its rows (here ``hnsw.max_scan_tuples = 1`` on the connection), the

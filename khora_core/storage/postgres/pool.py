@@ -41,9 +41,16 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 class PgPool:
     """An opened, migrated PostgreSQL database.
 
+    Every pooled connection starts with ``hnsw.ef_search`` at ``config.hnsw_ef_search`` and,
+    on pgvector 0.8+, ``hnsw.iterative_scan = strict_order`` (``session_hnsw_settings``),
+    so that a vector search at those settings is one statement, without a transaction
+    around a ``SET LOCAL``. These are startup settings of the session: the pool's reset of
+    a released connection (``RESET ALL``) returns to them.
+
     Attributes:
         dim: the embedding dimension of ``khora_chunks.embedding``.
         iterative_scan: whether pgvector supports ``hnsw.iterative_scan`` (0.8+).
+        session_ef_search: the ``hnsw.ef_search`` every pooled connection starts with.
         config: the storage settings it was opened with.
     """
 
@@ -51,7 +58,8 @@ class PgPool:
         self._pool = pool
         self.dim = dim
         self.pgvector_version = pgvector_version
-        self.iterative_scan = _version(pgvector_version) >= (0, 8, 0)
+        self.iterative_scan = supports_iterative_scan(pgvector_version)
+        self.session_ef_search = int(config.hnsw_ef_search)
         self.config = config
 
     @property
@@ -120,6 +128,19 @@ def _reraise(exc: Exception) -> NoReturn:
     raise translated from exc
 
 
+def supports_iterative_scan(pgvector_version: str) -> bool:
+    """Whether this pgvector has ``hnsw.iterative_scan`` (0.8.0 and later)."""
+    return _version(pgvector_version) >= (0, 8, 0)
+
+
+def session_hnsw_settings(config: StorageConfig, pgvector_version: str) -> dict[str, str]:
+    """The HNSW settings every pooled connection starts with (see ``PgPool``)."""
+    settings = {"hnsw.ef_search": str(int(config.hnsw_ef_search))}
+    if supports_iterative_scan(pgvector_version):
+        settings["hnsw.iterative_scan"] = "strict_order"
+    return settings
+
+
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
@@ -174,7 +195,11 @@ async def open_pool(config: StorageConfig, *, dim: int, migrate_schema: bool = T
                 max_size=config.pool_max_size,
                 timeout=timeout,
                 init=_init_connection,
-                server_settings={"application_name": "khora", "jit": "off"},
+                server_settings={
+                    "application_name": "khora",
+                    "jit": "off",
+                    **session_hnsw_settings(config, str(version)),
+                },
             ),
             timeout * max(1, config.pool_min_size) + 1.0,
         )
