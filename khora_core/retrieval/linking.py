@@ -12,8 +12,11 @@ Three ways, strongest first; each mention keeps its best match:
    ``min_similarity`` (``VectorCypherConfig.retriever_min_entity_similarity``).
 
 Linked entities seed the graph channel; their scores measure how much to trust it. Asked
-for ``query_limit``, the same entity search also returns the entities nearest the question
-itself (the graph channel's vector entry points): every vector goes in one store call.
+for ``query_limit``, linking also returns the entities nearest the question itself (the
+graph channel's vector entry points). That search starts as soon as the question's vector
+is there, beside the exact lookup and the mentions' embedding, instead of waiting for the
+mentions' vectors to share one store call with them: a Neo4j vector search of two vectors
+cost about twice one (2 cores, 7,853 entities: 31 ms against 13 ms).
 
 Only the mentions that no name matched exactly are embedded, after the exact lookup: a
 forward pass costs per padded token, and a question batched with its mentions pads every
@@ -119,7 +122,7 @@ async def link_entities(
         candidates_per_mention: entity vector hits fetched per mention.
         list_fallback_limit: entities listed for fuzzy matching when vector search finds none.
         query_vector: the question's embedding, or an awaitable of it still being
-            computed (awaited only after the exact lookup, so that overlaps it); with
+            computed (awaited beside the exact lookup and the mentions' embedding); with
             ``query_limit`` > 0, its nearest entities come back as ``Linking.nearest``.
         query_limit: how many nearest entities of the question to return.
 
@@ -128,6 +131,55 @@ async def link_entities(
         appears once), best first, and the question's nearest entities.
     """
     mentions = clean_mentions(mentions)
+    nearest_task: asyncio.Task[list[EntityHit]] | None = None
+    if query_vector is not None:
+        nearest_task = asyncio.ensure_future(_nearest(graph, namespace_id, query_vector, query_limit))
+    try:
+        return await _link(
+            graph,
+            namespace_id,
+            mentions,
+            nearest_task,
+            embedder=embedder,
+            min_similarity=min_similarity,
+            fuzzy_threshold=fuzzy_threshold,
+            candidates_per_mention=candidates_per_mention,
+            list_fallback_limit=list_fallback_limit,
+        )
+    except BaseException:
+        if nearest_task is not None:
+            nearest_task.cancel()
+            await asyncio.gather(nearest_task, return_exceptions=True)
+        raise
+
+
+async def _nearest(
+    graph: GraphStore,
+    namespace_id: str,
+    query_vector: Sequence[float] | Awaitable[Sequence[float] | None],
+    limit: int,
+) -> list[EntityHit]:
+    """The entities nearest the question's vector (awaited here when still being computed)."""
+    vector = await query_vector if inspect.isawaitable(query_vector) else query_vector
+    if vector is None or limit <= 0:
+        return []
+    found = await graph.search_entities_by_vectors(namespace_id, [vector], limit=limit, min_similarity=0.0)
+    return found[0][:limit] if found else []
+
+
+async def _link(
+    graph: GraphStore,
+    namespace_id: str,
+    mentions: list[str],
+    nearest_task: asyncio.Task[list[EntityHit]] | None,
+    *,
+    embedder: Embedder | None,
+    min_similarity: float,
+    fuzzy_threshold: float,
+    candidates_per_mention: int,
+    list_fallback_limit: int,
+) -> Linking:
+    """``link_entities`` once the question's nearest-entity search is under way."""
     best: dict[str, LinkedEntity] = {}
 
     def keep(link: LinkedEntity) -> None:
@@ -156,21 +208,13 @@ async def link_entities(
     if rest and embedder is not None:
         vector_of = dict(zip(rest, await embedder.embed_documents(rest), strict=True))
 
-    if inspect.isawaitable(query_vector):
-        query_vector = await query_vector
-    want_nearest = query_vector is not None and query_limit > 0
     vectors: list[Sequence[float]] = [vector_of[m] for m in rest if m in vector_of]
-    if want_nearest:
-        vectors.append(query_vector)  # type: ignore[arg-type]
     found: list[list[EntityHit]] = []
     if vectors:
         found = await graph.search_entities_by_vectors(
-            namespace_id,
-            vectors,
-            limit=max(candidates_per_mention if rest else 0, query_limit if want_nearest else 0),
-            min_similarity=0.0,
+            namespace_id, vectors, limit=candidates_per_mention, min_similarity=0.0
         )
-    nearest = found.pop()[:query_limit] if want_nearest and found else []
+    nearest = await nearest_task if nearest_task is not None else []
     if not rest:
         return Linking(sorted(best.values(), key=lambda link: -link.score), nearest)
 
