@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import uuid
 import warnings
@@ -313,17 +314,27 @@ class Khora:
                 stacklevel=2,
             )
             window = (_aware(start_time), _aware(end_time))
-        await self.get_namespace(namespace)
-        return await self.engine.recall(
-            query,
-            namespace_id=namespace,
-            limit=limit,
-            mode=mode,
-            min_similarity=min_similarity,
-            filter=parsed,
-            time_window=window,
-            now=_aware(now),
+        # The namespace check (a round trip) runs while the question is being embedded; a
+        # missing namespace cancels the recall and raises.
+        recalling = asyncio.ensure_future(
+            self.engine.recall(
+                query,
+                namespace_id=namespace,
+                limit=limit,
+                mode=mode,
+                min_similarity=min_similarity,
+                filter=parsed,
+                time_window=window,
+                now=_aware(now),
+            )
         )
+        try:
+            await self.get_namespace(namespace)
+        except BaseException:
+            recalling.cancel()
+            await asyncio.gather(recalling, return_exceptions=True)
+            raise
+        return await recalling
 
     async def stats(self, namespace: str) -> NamespaceStats:
         """Document, chunk, entity and relationship counts of a namespace."""
