@@ -165,7 +165,7 @@ async def _nearest(
     if vector is None or limit <= 0:
         return []
     found = await graph.search_entities_by_vectors(namespace_id, [vector], limit=limit, min_similarity=0.0)
-    return found[0][:limit] if found else []
+    return found[0] if found else []
 
 
 async def _link(

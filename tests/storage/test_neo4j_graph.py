@@ -520,7 +520,7 @@ async def test_one_statement_reads_retry_what_the_driver_calls_retryable(
             raise nx.TransientError("the lock client was stopped")
         return await records_of(session, query, **params)
 
-    rows = await store._statement(flaky, "RETURN $ns AS ns", {"ns": graph_namespace})
+    rows = await store._db.statement(flaky, "RETURN $ns AS ns", {"ns": graph_namespace})
     assert rows == [{"ns": graph_namespace}] and len(calls) == 2
 
     async def refused(session: Any, query: str, **params: Any) -> list[dict[str, Any]]:
@@ -529,7 +529,7 @@ async def test_one_statement_reads_retry_what_the_driver_calls_retryable(
 
     calls.clear()
     with pytest.raises(KhoraError) as failed:
-        await store._statement(refused, "RETURN 1", {})
+        await store._db.statement(refused, "RETURN 1", {})
     assert isinstance(failed.value.__cause__, nx.ClientError) and len(calls) == 1
 
 

@@ -1,8 +1,9 @@
 """``GraphStore`` on Neo4j 5: entity and chunk nodes, ``MENTIONED_IN``, ``RELATES``, ``AT_TIME``.
 
 Every query is parameterised and names the namespace in each ``MATCH``; relationship types
-are a property (``RELATES {type}``), so user text never becomes Cypher text. Driver errors
-are translated at this boundary (see ``errors.py``). Point lookups (``get_entity``,
+are a property (``RELATES {type}``), so user text never becomes Cypher text. Statements
+run through ``sessions.Sessions``, which translates driver errors (``errors.py``); their
+Cypher is in ``lookups.py``, ``search.py`` and ``write.py``. Point lookups (``get_entity``,
 ``get_entities``, ``find_entities_by_name``, ``search_entities_by_vector``) return entity
 embeddings; listings and traversals leave ``Entity.embedding`` as ``None`` to stay light.
 """
@@ -10,16 +11,30 @@ embeddings; listings and traversals leave ``Entity.embedding`` as ``None`` to st
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import neo4j
 
 from khora_core.models import Entity, Relationship, WriteBatch
 from khora_core.storage.neo4j import write
 from khora_core.storage.neo4j.errors import translated
+from khora_core.storage.neo4j.lookups import (
+    CHUNK_MENTIONS,
+    COUNT_ENTITIES,
+    COUNT_RELATIONSHIPS,
+    DOCUMENTS_FOR_ENTITIES,
+    ENTITIES_FOR_CHUNKS,
+    FIND_BY_NAME,
+    FIND_BY_WORDS,
+    LIST_ENTITIES,
+    LIST_RELATIONSHIPS,
+    LIST_RELATIONSHIPS_OF,
+    RELATIONSHIPS_AMONG,
+    RELATIONSHIPS_FOR_CHUNKS,
+    TIME_NODES,
+)
 from khora_core.storage.neo4j.records import (
-    ENTITY_FIELDS,
     entity_from_props,
     fold,
     relationship_from_props,
@@ -31,9 +46,8 @@ from khora_core.storage.neo4j.search import (
     entity_vector_search_tx,
     entity_vector_searches_tx,
     neighbourhood_tx,
-    records_of,
-    rows_of,
 )
+from khora_core.storage.neo4j.sessions import Sessions
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.words import name_words
 
@@ -42,113 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Neo4jGraphStore"]
 
-T = TypeVar("T")
-
-#: Attempts of a one-statement read whose failure the driver calls retryable.
-_READ_ATTEMPTS = 3
-#: Pause before the second attempt (doubled before the third), in seconds.
-_RETRY_PAUSE_S = 0.1
-
-
-_LIST_ENTITIES = f"""
-MATCH (e:Entity {{namespace_id: $ns}})
-WHERE $type IS NULL OR e.type = $type
-WITH e ORDER BY e.mention_count DESC, e.name_lower, e.id SKIP $offset LIMIT $limit
-RETURN collect({{e: e {ENTITY_FIELDS}}}) AS rows
-"""
-
-_FIND_BY_NAME = """
-OPTIONAL MATCH (n:Entity {namespace_id: $ns}) WHERE n.name_lower IN $keys
-WITH collect(n) AS by_name
-OPTIONAL MATCH (a:EntityAlias {namespace_id: $ns})-[:ALIAS_OF]->(x:Entity {namespace_id: $ns})
-WHERE a.key IN $keys
-WITH by_name, collect(x) AS by_alias
-UNWIND by_name + by_alias AS e
-WITH DISTINCT e
-RETURN collect({e: properties(e)}) AS rows
-"""
-
-# One full-text query per text; other namespaces' hits are dropped before the limit.
-_FIND_BY_WORDS = f"""
-UNWIND range(0, size($queries) - 1) AS i
-CALL {{
-  WITH i
-  CALL db.index.fulltext.queryNodes($index, $queries[i]) YIELD node, score
-  WITH node, score WHERE node.namespace_id = $ns
-  RETURN node ORDER BY score DESC, size(node.name), node.id LIMIT $k
-}}
-RETURN i, collect(node {ENTITY_FIELDS}) AS entities
-"""
-
-_ENTITIES_FOR_CHUNKS = f"""
-MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
-WHERE c.id IN $ids
-WITH c.id AS chunk_id, e, m ORDER BY m.count DESC, e.name_lower, e.id
-WITH chunk_id, collect(e {ENTITY_FIELDS}) AS entities
-RETURN collect({{chunk_id: chunk_id, entities: entities}}) AS rows
-"""
-
-_RELATIONSHIPS_AMONG = """
-MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
-WHERE s.id IN $ids AND t.id IN $ids
-WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
-RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
-"""
-
-_RELATIONSHIPS_FOR_CHUNKS = """
-MATCH (c:Chunk {namespace_id: $ns})<-[:MENTIONED_IN]-(e:Entity {namespace_id: $ns})
-WHERE c.id IN $ids
-WITH collect(DISTINCT e) AS ents
-UNWIND ents AS s
-MATCH (s)-[r:RELATES]->(t:Entity {namespace_id: $ns})
-WHERE t IN ents
-WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
-RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
-"""
-
-_DOCUMENTS_FOR_ENTITIES = """
-MATCH (e:Entity {namespace_id: $ns})-[:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
-WHERE e.id IN $ids
-WITH e.id AS id, collect(DISTINCT c.document_id) AS documents
-RETURN collect({id: id, documents: documents}) AS rows
-"""
-
-_CHUNK_MENTIONS = """
-UNWIND $ids AS eid
-MATCH (e:Entity {namespace_id: $ns, id: eid})-[m:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
-WITH eid, c.id AS cid, m.count AS n ORDER BY n DESC, cid
-WITH eid, collect([cid, n])[..$per] AS top
-RETURN collect({eid: eid, top: top}) AS rows
-"""
-
-_TIME_NODES = """
-MATCH (c:Chunk {namespace_id: $ns, id: $id})-[:AT_TIME]->(t)
-WHERE t.namespace_id = $ns
-WITH t.key AS key ORDER BY key
-RETURN collect({key: key}) AS rows
-"""
-
-_LIST_RELATIONSHIPS = """
-MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
-WHERE $types IS NULL OR r.type IN $types
-WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
-RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
-"""
-
-_LIST_RELATIONSHIPS_OF = """
-UNWIND $ids AS id
-MATCH (:Entity {namespace_id: $ns, id: id})-[r:RELATES]-(:Entity {namespace_id: $ns})
-WHERE $types IS NULL OR r.type IN $types
-WITH DISTINCT r ORDER BY r.weight DESC, r.id LIMIT $limit
-RETURN collect({r: properties(r), source_id: startNode(r).id, target_id: endNode(r).id}) AS rows
-"""
-
-_COUNT_ENTITIES = "MATCH (e:Entity {namespace_id: $ns}) RETURN count(e) AS n"
-_COUNT_RELATIONSHIPS = (
-    "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->(:Entity {namespace_id: $ns}) RETURN count(r) AS n"
-)
-
-#: Labels a namespace owns, deleted in slices so one namespace never needs one huge transaction.
 _NAMESPACE_LABELS = ("Chunk", "Entity", "EntityAlias", "TimeNode")
 _DELETE_SLICE = 5000
 
@@ -171,54 +78,13 @@ class Neo4jGraphStore:
     ) -> None:
         self._driver = driver
         self._database = database
+        self._db = Sessions(driver, database)
         self._dim = int(embedding_dim)
         # One write_batch at a time per store: concurrent batches that share entities
         # deadlocked on Neo4j's node and relationship-group locks even with sorted rows
         # (each deadlock costs a retry after a ~1 s back-off), and one server gains
         # little from parallel writes anyway. Made per event loop (a lock belongs to one).
         self._write_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-
-    # -- plumbing ----------------------------------------------------------------------------
-
-    async def _read(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
-        async with translated(), self._driver.session(database=self._database) as session:
-            return await session.execute_read(work, *args)
-
-    async def _write(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
-        async with translated(), self._driver.session(database=self._database) as session:
-            return await session.execute_write(work, *args)
-
-    async def _statement(self, fetch: Callable[..., Awaitable[T]], query: str, params: dict[str, Any]) -> T:
-        """One read statement in an auto-commit transaction, retried like a managed one.
-
-        A managed transaction (``execute_read``) costs a BEGIN and a COMMIT round trip
-        around its statement: for one statement, an auto-commit transaction reads the same
-        with one round trip (Neo4j 5 on 2 cores: ``RETURN 1`` in 3.0 ms instead of 4.1-5.0
-        ms, and the two reads of a recall's result assembly, run together, in 11-13 ms
-        instead of 17-19 ms). A failure the driver calls retryable (a transient error, a
-        lost connection) is retried up to ``_READ_ATTEMPTS`` times, as a managed
-        transaction would; reads of several statements stay in one managed transaction.
-        """
-        async with translated():
-            for attempt in range(1, _READ_ATTEMPTS + 1):
-                try:
-                    async with self._driver.session(
-                        database=self._database, default_access_mode=neo4j.READ_ACCESS
-                    ) as session:
-                        return await fetch(session, query, **params)
-                except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError) as exc:
-                    if attempt == _READ_ATTEMPTS or not exc.is_retryable():
-                        raise
-                    await asyncio.sleep(_RETRY_PAUSE_S * attempt)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-    async def _fetch(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        """Every record of a statement that returns a record or a few (``search.records_of``)."""
-        return await self._statement(records_of, query, params)
-
-    async def _fetch_rows(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        """The rows of a statement that returns them as one list (``search.rows_of``)."""
-        return await self._statement(rows_of, query, params)
 
     # -- schema and maintenance --------------------------------------------------------------
 
@@ -250,12 +116,12 @@ class Neo4jGraphStore:
         if self._write_lock is None or self._write_lock[0] is not loop:
             self._write_lock = (loop, asyncio.Lock())
         async with self._write_lock[1]:
-            await self._write(write.write_batches_tx, namespace_id, list(batches), self._dim)
+            await self._db.write(write.write_batches_tx, namespace_id, list(batches), self._dim)
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
         """Remove a document's chunks, links, relationships, orphaned entities and empty
         time nodes; returns whether the graph held anything of it."""
-        return await self._write(write.delete_document_tx, namespace_id, document_id)
+        return await self._db.write(write.delete_document_tx, namespace_id, document_id)
 
     async def delete_namespace(self, namespace_id: str) -> bool:
         """Remove every node of the namespace (with its relationships); returns whether any existed."""
@@ -271,16 +137,16 @@ class Neo4jGraphStore:
                 record = await (await tx.run(query, {"ns": namespace_id, "size": _DELETE_SLICE})).single()
                 return int(record["n"]) if record else 0
 
-            while (gone := await self._write(work)) > 0:
+            while (gone := await self._db.write(work)) > 0:
                 removed += gone
         return removed > 0
 
     async def count_entities(self, namespace_id: str) -> int:
-        rows = await self._fetch(_COUNT_ENTITIES, ns=namespace_id)
+        rows = await self._db.fetch(COUNT_ENTITIES, ns=namespace_id)
         return int(rows[0]["n"]) if rows else 0
 
     async def count_relationships(self, namespace_id: str) -> int:
-        rows = await self._fetch(_COUNT_RELATIONSHIPS, ns=namespace_id)
+        rows = await self._db.fetch(COUNT_RELATIONSHIPS, ns=namespace_id)
         return int(rows[0]["n"]) if rows else 0
 
     # -- entities ----------------------------------------------------------------------------
@@ -293,7 +159,7 @@ class Neo4jGraphStore:
         ids = list(dict.fromkeys(entity_ids))
         if not ids:
             return []
-        rows = await self._fetch_rows(GET_ENTITIES, ns=namespace_id, ids=ids)
+        rows = await self._db.fetch_rows(GET_ENTITIES, ns=namespace_id, ids=ids)
         found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
         return [found[i] for i in ids if i in found]
 
@@ -301,8 +167,8 @@ class Neo4jGraphStore:
         self, namespace_id: str, *, offset: int = 0, limit: int = 100, type: str | None = None
     ) -> list[Entity]:
         """Entities by mention count (most mentioned first), then name."""
-        rows = await self._fetch_rows(
-            _LIST_ENTITIES, ns=namespace_id, type=type, offset=max(0, offset), limit=max(0, limit)
+        rows = await self._db.fetch_rows(
+            LIST_ENTITIES, ns=namespace_id, type=type, offset=max(0, offset), limit=max(0, limit)
         )
         return [entity_from_props(r["e"]) for r in rows]
 
@@ -311,7 +177,7 @@ class Neo4jGraphStore:
         keys = sorted({fold(n) for n in names if n and n.strip()})
         if not keys:
             return []
-        rows = await self._fetch_rows(_FIND_BY_NAME, ns=namespace_id, keys=keys)
+        rows = await self._db.fetch_rows(FIND_BY_NAME, ns=namespace_id, keys=keys)
         found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
         return sorted(found.values(), key=lambda e: (-e.mention_count, e.id))
 
@@ -330,8 +196,8 @@ class Neo4jGraphStore:
         out: list[list[Entity]] = [[] for _ in texts]
         if not asked or limit <= 0:
             return out
-        rows = await self._fetch(
-            _FIND_BY_WORDS,
+        rows = await self._db.fetch(
+            FIND_BY_WORDS,
             ns=namespace_id,
             queries=[queries[pos] for pos in asked],
             index=NAME_WORDS_INDEX,
@@ -351,7 +217,7 @@ class Neo4jGraphStore:
         Raises:
             InvalidInputError: ``vector`` has the wrong dimension.
         """
-        return await self._read(
+        return await self._db.read(
             entity_vector_search_tx, namespace_id, vector, limit, min_similarity, self._dim
         )
 
@@ -370,7 +236,7 @@ class Neo4jGraphStore:
                 tx, namespace_id, vectors, limit, min_similarity, self._dim
             )
 
-        return await self._read(work) if vectors else []
+        return await self._db.read(work) if vectors else []
 
     # -- traversal ---------------------------------------------------------------------------
 
@@ -392,7 +258,9 @@ class Neo4jGraphStore:
         """
         types = list(relationship_types) if relationship_types is not None else None
         seeds = list(dict.fromkeys(entity_ids))
-        return await self._read(neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types, max_entities)
+        return await self._db.read(
+            neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types, max_entities
+        )
 
     async def chunks_for_entities(
         self,
@@ -408,7 +276,7 @@ class Neo4jGraphStore:
         predicates are pushed into the Cypher ``WHERE``; the whole filter is re-checked in
         memory."""
         ids = list(dict.fromkeys(entity_ids))
-        return await self._read(chunks_for_entities_tx, namespace_id, ids, limit, filter, temporal_sort)
+        return await self._db.read(chunks_for_entities_tx, namespace_id, ids, limit, filter, temporal_sort)
 
     async def chunk_mentions(
         self, namespace_id: str, entity_ids: Sequence[str], *, per_entity: int
@@ -417,7 +285,7 @@ class Neo4jGraphStore:
         ids = list(dict.fromkeys(entity_ids))
         if not ids or per_entity <= 0:
             return {}
-        rows = await self._fetch_rows(_CHUNK_MENTIONS, ns=namespace_id, ids=ids, per=int(per_entity))
+        rows = await self._db.fetch_rows(CHUNK_MENTIONS, ns=namespace_id, ids=ids, per=int(per_entity))
         return {r["eid"]: {cid: int(n) for cid, n in r["top"]} for r in rows if r["top"]}
 
     async def entities_for_chunks(
@@ -426,7 +294,7 @@ class Neo4jGraphStore:
         """Entities mentioned in each chunk (most mentions first); chunks with none are absent."""
         if not chunk_ids:
             return {}
-        rows = await self._fetch_rows(_ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
+        rows = await self._db.fetch_rows(ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
         return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"]] for r in rows}
 
     async def relationships_among(
@@ -435,8 +303,8 @@ class Neo4jGraphStore:
         """Relationships with both ends among ``entity_ids``, heaviest first."""
         if not entity_ids:
             return []
-        rows = await self._fetch_rows(
-            _RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
+        rows = await self._db.fetch_rows(
+            RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
         )
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
 
@@ -446,8 +314,8 @@ class Neo4jGraphStore:
         """Relationships with both ends among the entities mentioned in ``chunk_ids``, heaviest first."""
         if not chunk_ids:
             return []
-        rows = await self._fetch_rows(
-            _RELATIONSHIPS_FOR_CHUNKS,
+        rows = await self._db.fetch_rows(
+            RELATIONSHIPS_FOR_CHUNKS,
             ns=namespace_id,
             ids=list(set(chunk_ids)),
             limit=2**31 - 1 if limit is None else max(0, limit),
@@ -460,12 +328,12 @@ class Neo4jGraphStore:
         """The documents that mention each entity (sorted ids); entities with none are absent."""
         if not entity_ids:
             return {}
-        rows = await self._fetch_rows(_DOCUMENTS_FOR_ENTITIES, ns=namespace_id, ids=list(set(entity_ids)))
+        rows = await self._db.fetch_rows(DOCUMENTS_FOR_ENTITIES, ns=namespace_id, ids=list(set(entity_ids)))
         return {r["id"]: sorted(r["documents"]) for r in rows}
 
     async def time_nodes_for_chunk(self, namespace_id: str, chunk_id: str) -> list[str]:
         """The ``AT_TIME`` time-node keys (ISO dates, ``YYYY-MM-DD``) of a chunk."""
-        rows = await self._fetch_rows(_TIME_NODES, ns=namespace_id, id=chunk_id)
+        rows = await self._db.fetch_rows(TIME_NODES, ns=namespace_id, id=chunk_id)
         return [r["key"] for r in rows]
 
     async def list_relationships(
@@ -483,9 +351,9 @@ class Neo4jGraphStore:
             "limit": max(0, limit),
         }
         if entity_ids is None:
-            rows = await self._fetch_rows(_LIST_RELATIONSHIPS, **params)
+            rows = await self._db.fetch_rows(LIST_RELATIONSHIPS, **params)
         else:
-            rows = await self._fetch_rows(_LIST_RELATIONSHIPS_OF, ids=list(set(entity_ids)), **params)
+            rows = await self._db.fetch_rows(LIST_RELATIONSHIPS_OF, ids=list(set(entity_ids)), **params)
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
 
     # -- writes outside a document -----------------------------------------------------------
@@ -511,8 +379,8 @@ class Neo4jGraphStore:
             await write.merge_relationships_tx(tx, namespace_id, relationships)
             await write.refresh_mention_counts_tx(tx, namespace_id, [e.id for e in entities])
 
-        await self._write(work)
+        await self._db.write(work)
 
     async def delete_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> int:
         """Delete entities with their mentions and relationships; returns how many went."""
-        return await self._write(write.delete_entities_tx, namespace_id, list(entity_ids))
+        return await self._db.write(write.delete_entities_tx, namespace_id, list(entity_ids))

@@ -204,10 +204,8 @@ class PostgresVectorIndex:
     ) -> list[asyncpg.Record]:
         if ef == self._pool.session_ef_search:  # the session's own settings (PgPool)
             return await conn.fetch(sql, namespace_id, query, fetch, *params)
-        # SET takes no bind parameters; ef is an int we computed, never user text.
-        settings = f"SET LOCAL hnsw.ef_search = {int(ef)}"
-        if self._pool.iterative_scan:
-            settings += "; SET LOCAL hnsw.iterative_scan = strict_order"
+        # The session already scans iteratively; only ef_search differs. SET takes no bind
+        # parameters: ef is an int we computed, never user text.
         async with conn.transaction():
-            await conn.execute(settings)
+            await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
             return await conn.fetch(sql, namespace_id, query, fetch, *params)

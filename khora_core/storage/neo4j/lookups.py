@@ -1,0 +1,127 @@
+"""The Cypher of the Neo4j graph store's lookups: entities by name, words or chunk,
+relationships among entities, mentions, time nodes, listings and counts.
+
+Every statement is parameterised and names the namespace in each ``MATCH``; statements
+that return many rows return them as one list (``RETURN collect({...}) AS rows``, read
+with ``search.rows_of``).
+"""
+
+from __future__ import annotations
+
+from khora_core.storage.neo4j.records import ENTITY_FIELDS
+
+__all__ = [
+    "CHUNK_MENTIONS",
+    "COUNT_ENTITIES",
+    "COUNT_RELATIONSHIPS",
+    "DOCUMENTS_FOR_ENTITIES",
+    "ENTITIES_FOR_CHUNKS",
+    "FIND_BY_NAME",
+    "FIND_BY_WORDS",
+    "LIST_ENTITIES",
+    "LIST_RELATIONSHIPS",
+    "LIST_RELATIONSHIPS_OF",
+    "RELATIONSHIPS_AMONG",
+    "RELATIONSHIPS_FOR_CHUNKS",
+    "TIME_NODES",
+]
+
+LIST_ENTITIES = f"""
+MATCH (e:Entity {{namespace_id: $ns}})
+WHERE $type IS NULL OR e.type = $type
+WITH e ORDER BY e.mention_count DESC, e.name_lower, e.id SKIP $offset LIMIT $limit
+RETURN collect({{e: e {ENTITY_FIELDS}}}) AS rows
+"""
+
+FIND_BY_NAME = """
+OPTIONAL MATCH (n:Entity {namespace_id: $ns}) WHERE n.name_lower IN $keys
+WITH collect(n) AS by_name
+OPTIONAL MATCH (a:EntityAlias {namespace_id: $ns})-[:ALIAS_OF]->(x:Entity {namespace_id: $ns})
+WHERE a.key IN $keys
+WITH by_name, collect(x) AS by_alias
+UNWIND by_name + by_alias AS e
+WITH DISTINCT e
+RETURN collect({e: properties(e)}) AS rows
+"""
+
+# One full-text query per text; other namespaces' hits are dropped before the limit.
+FIND_BY_WORDS = f"""
+UNWIND range(0, size($queries) - 1) AS i
+CALL {{
+  WITH i
+  CALL db.index.fulltext.queryNodes($index, $queries[i]) YIELD node, score
+  WITH node, score WHERE node.namespace_id = $ns
+  RETURN node ORDER BY score DESC, size(node.name), node.id LIMIT $k
+}}
+RETURN i, collect(node {ENTITY_FIELDS}) AS entities
+"""
+
+ENTITIES_FOR_CHUNKS = f"""
+MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
+WHERE c.id IN $ids
+WITH c.id AS chunk_id, e, m ORDER BY m.count DESC, e.name_lower, e.id
+WITH chunk_id, collect(e {ENTITY_FIELDS}) AS entities
+RETURN collect({{chunk_id: chunk_id, entities: entities}}) AS rows
+"""
+
+RELATIONSHIPS_AMONG = """
+MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
+WHERE s.id IN $ids AND t.id IN $ids
+WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
+"""
+
+RELATIONSHIPS_FOR_CHUNKS = """
+MATCH (c:Chunk {namespace_id: $ns})<-[:MENTIONED_IN]-(e:Entity {namespace_id: $ns})
+WHERE c.id IN $ids
+WITH collect(DISTINCT e) AS ents
+UNWIND ents AS s
+MATCH (s)-[r:RELATES]->(t:Entity {namespace_id: $ns})
+WHERE t IN ents
+WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
+"""
+
+DOCUMENTS_FOR_ENTITIES = """
+MATCH (e:Entity {namespace_id: $ns})-[:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
+WHERE e.id IN $ids
+WITH e.id AS id, collect(DISTINCT c.document_id) AS documents
+RETURN collect({id: id, documents: documents}) AS rows
+"""
+
+CHUNK_MENTIONS = """
+UNWIND $ids AS eid
+MATCH (e:Entity {namespace_id: $ns, id: eid})-[m:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
+WITH eid, c.id AS cid, m.count AS n ORDER BY n DESC, cid
+WITH eid, collect([cid, n])[..$per] AS top
+RETURN collect({eid: eid, top: top}) AS rows
+"""
+
+TIME_NODES = """
+MATCH (c:Chunk {namespace_id: $ns, id: $id})-[:AT_TIME]->(t)
+WHERE t.namespace_id = $ns
+WITH t.key AS key ORDER BY key
+RETURN collect({key: key}) AS rows
+"""
+
+LIST_RELATIONSHIPS = """
+MATCH (s:Entity {namespace_id: $ns})-[r:RELATES]->(t:Entity {namespace_id: $ns})
+WHERE $types IS NULL OR r.type IN $types
+WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
+"""
+
+LIST_RELATIONSHIPS_OF = """
+UNWIND $ids AS id
+MATCH (:Entity {namespace_id: $ns, id: id})-[r:RELATES]-(:Entity {namespace_id: $ns})
+WHERE $types IS NULL OR r.type IN $types
+WITH DISTINCT r ORDER BY r.weight DESC, r.id LIMIT $limit
+RETURN collect({r: properties(r), source_id: startNode(r).id, target_id: endNode(r).id}) AS rows
+"""
+
+COUNT_ENTITIES = "MATCH (e:Entity {namespace_id: $ns}) RETURN count(e) AS n"
+COUNT_RELATIONSHIPS = (
+    "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->(:Entity {namespace_id: $ns}) RETURN count(r) AS n"
+)
+
+#: Labels a namespace owns, deleted in slices so one namespace never needs one huge transaction.
