@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import warnings
 from typing import Any
 
@@ -42,9 +43,19 @@ _BF16_MIN_COSINE = 0.999
 class TracedEncoder:
     """Encodes texts with a traced forward pass (see the module docstring)."""
 
-    def __init__(self, module: Any, tokenizer: Any, max_length: int | None, dimension: int) -> None:
+    def __init__(
+        self,
+        module: Any,
+        tokenizer: Any,
+        max_length: int | None,
+        dimension: int,
+        tokenizer_lock: threading.RLock | None = None,
+    ) -> None:
         self._module = module
         self._tokenizer = tokenizer
+        # A Hugging Face fast tokenizer must not run in two threads at once; the forward
+        # pass may (each caller's intra-op threads are its own).
+        self._tokenizer_lock = tokenizer_lock or threading.RLock()
         self._limits: dict[str, Any] = {"truncation": True}
         if max_length is not None:
             self._limits["max_length"] = max_length
@@ -61,9 +72,10 @@ class TracedEncoder:
         with torch.inference_mode():
             for lo in range(0, len(order), size):
                 idx = order[lo : lo + size]
-                batch = self._tokenizer(
-                    [texts[i] for i in idx], padding=True, return_tensors="pt", **self._limits
-                )
+                with self._tokenizer_lock:
+                    batch = self._tokenizer(
+                        [texts[i] for i in idx], padding=True, return_tensors="pt", **self._limits
+                    )
                 out[idx] = self._module(batch["input_ids"], batch["attention_mask"]).numpy()
         return out
 
@@ -91,12 +103,16 @@ def _mean_pooled_model(model: Any) -> Any | None:
     return hf
 
 
-def trace_encoder(model: Any, *, bfloat16: bool = False) -> TracedEncoder | None:
+def trace_encoder(
+    model: Any, *, bfloat16: bool = False, tokenizer_lock: threading.RLock | None = None
+) -> TracedEncoder | None:
     """A :class:`TracedEncoder` for a loaded ``SentenceTransformer``, or None when the model
     is not of the traced kind or the trace does not reproduce ``encode``.
 
     ``bfloat16``: trace a bfloat16 copy of the weights (pooling and the output stay float32);
     kept when every probe's vector is within cosine :data:`_BF16_MIN_COSINE` of ``encode``'s.
+    ``tokenizer_lock``: held around every use of the model's tokenizer (shared with the
+    model's other users).
     """
     hf = _mean_pooled_model(model)
     tokenizer = getattr(model, "tokenizer", None)
@@ -141,7 +157,7 @@ def trace_encoder(model: Any, *, bfloat16: bool = False) -> TracedEncoder | None
         expected = model.encode(
             _PROBES, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )
-        traced = TracedEncoder(module, tokenizer, max_length, int(expected.shape[1]))
+        traced = TracedEncoder(module, tokenizer, max_length, int(expected.shape[1]), tokenizer_lock)
         batched = traced.encode(list(_PROBES), len(_PROBES))
         alone = np.vstack([traced.encode([t], 1) for t in _PROBES])
         if bfloat16:

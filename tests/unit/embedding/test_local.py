@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -125,3 +127,33 @@ def test_an_unknown_name_precision_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="KHORA_EMBEDDING_NAME_PRECISION"):
         SentenceTransformerEmbedder(name_precision="float16")
+
+
+async def test_a_small_call_does_not_wait_for_a_large_one_and_concurrent_calls_agree() -> None:
+    """A small call on the traced forward pass holds only the tokenizer lock: it finishes
+    while the model's lock is held (as by a large call); a large call waits for it. Calls
+    side by side give the vectors they give alone."""
+    import concurrent.futures
+
+    embedder = SentenceTransformerEmbedder(query_threads=1)
+    question, mentions = "Where did Maya Chen study?", ["Maya Chen", "the university"]
+    alone = [
+        np.asarray(await embedder.embed_query(question)),
+        np.asarray(await embedder.embed_documents(mentions)),
+    ]
+    _, locks = embedder._model()
+    pool = concurrent.futures.ThreadPoolExecutor(4)
+    try:
+        with locks.model:  # a large call's hold
+            small = pool.submit(embedder._encode, [question])
+            large = pool.submit(embedder._encode, [f"passage {i}" for i in range(20)])
+            assert np.allclose(small.result(timeout=60)[0], alone[0], atol=1e-6)
+            await asyncio.sleep(0.2)
+            assert not large.done()
+        assert len(large.result(timeout=120)) == 20
+        side_by_side = [pool.submit(embedder._encode, [question] if i % 2 else mentions) for i in range(8)]
+        for i, fut in enumerate(side_by_side):
+            expected = alone[0][None, :] if i % 2 else alone[1]
+            assert np.allclose(np.asarray(fut.result(timeout=120)), expected, atol=1e-5)
+    finally:
+        pool.shutdown(wait=True)

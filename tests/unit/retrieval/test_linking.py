@@ -80,26 +80,50 @@ async def test_pending_question_vector_gives_the_same_nearest_entities(
 ) -> None:
     kb, ns, embedder = setup
     qvec = embedder.vector("Northwind Robotics")
+    mention = "the Portuguese capital"  # no name shares its words: it is embedded
     direct = await link_entities(
-        kb.engine.stack.graph, ns, ["Maya Chenn"], embedder=embedder, query_vector=qvec, query_limit=2
+        kb.engine.stack.graph, ns, [mention], embedder=embedder, query_vector=qvec, query_limit=2
     )
     pending: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
     task = asyncio.ensure_future(
         link_entities(
-            kb.engine.stack.graph, ns, ["Maya Chenn"], embedder=embedder, query_vector=pending, query_limit=2
+            kb.engine.stack.graph, ns, [mention], embedder=embedder, query_vector=pending, query_limit=2
         )
     )
     # The exact lookup and the unmatched mention's embedding go ahead while the vector is pending.
     for _ in range(500):
         await asyncio.sleep(0.01)
-        if embedder.texts().count("Maya Chenn") == 2:
+        if embedder.texts().count(mention) == 2:
             break
-    assert embedder.texts().count("Maya Chenn") == 2 and not task.done()
+    assert embedder.texts().count(mention) == 2 and not task.done()
     pending.set_result(qvec)
     linked = await task
     assert [h.entity.id for h in linked.nearest] == [h.entity.id for h in direct.nearest]
     assert linked.nearest[0].entity.id == "nw" and linked.nearest[0].score == pytest.approx(1.0, abs=1e-5)
-    assert [(link.entity.id, link.match) for link in linked.links] == [("maya", "fuzzy")]
+    assert [(link.entity.id, link.match) for link in linked.links] == [("lis", "embedding")]
+
+
+async def test_a_close_spelling_of_a_name_word_links_without_an_embedding(
+    setup: tuple[Khora, str, HashEmbedder],
+) -> None:
+    """A mention that an exact or name-word fuzzy match links is never embedded; one that
+    neither links is, and only that one."""
+    kb, ns, embedder = setup
+    embedder.calls.clear()
+    linking = await link_entities(
+        kb.engine.stack.graph,
+        ns,
+        ["Maya Chenn", "Northwind Robotics", "the Portuguese capital"],
+        embedder=embedder,
+        min_similarity=0.9,
+    )
+    assert embedder.calls == [["the Portuguese capital"]]
+    got = {link.mention: (link.entity.id, link.match) for link in linking.links}
+    assert got == {
+        "Maya Chenn": ("maya", "fuzzy"),
+        "Northwind Robotics": ("nw", "exact"),
+        "the Portuguese capital": ("lis", "embedding"),
+    }
 
 
 async def test_no_vector_no_nearest(setup: tuple[Khora, str, HashEmbedder]) -> None:

@@ -1,5 +1,6 @@
 """What recall embeds: the question alone, then only the entity mentions that no stored
-name matched exactly (a mention batched with the question is padded to its length)."""
+name matched, exactly or by a close spelling of a name sharing one of their words (a
+mention batched with the question is padded to its length)."""
 
 from __future__ import annotations
 
@@ -51,15 +52,28 @@ async def test_mentions_that_match_a_name_are_not_embedded(kb: Khora, embedder: 
     assert links == {"Maya Chen": "exact", "Omar Haddad": "exact"}
 
 
-async def test_only_the_unmatched_mention_is_embedded(kb: Khora, embedder: RecordingEmbedder) -> None:
+async def test_a_close_spelling_is_linked_without_an_embedding(
+    kb: Khora, embedder: RecordingEmbedder
+) -> None:
     ns = await _remember_team(kb)
     question = "How are Maya Chenn and Omar Haddad connected?"
     embedder.calls.clear()
     result = await kb.recall(question, namespace=ns, mode=SearchMode.HYBRID)
-    assert embedder.calls == [[question], ["Maya Chenn"]]
+    assert embedder.calls == [[question]]
     links = {link["mention"]: (link["name"], link["match"]) for link in result.engine_info["linked_entities"]}
     assert links["Omar Haddad"] == ("Omar Haddad", "exact")
     assert links["Maya Chenn"] == ("Maya Chen", "fuzzy")  # found through the name word "Maya"
+
+
+async def test_only_the_unlinked_mention_is_embedded(kb: Khora, embedder: RecordingEmbedder) -> None:
+    ns = await _remember_team(kb)
+    question = "How are Omar Haddad and Quentin Blake connected?"
+    embedder.calls.clear()
+    result = await kb.recall(question, namespace=ns, mode=SearchMode.HYBRID)
+    assert result.engine_info["understanding"]["entity_mentions"] == ["Omar Haddad", "Quentin Blake"]
+    assert embedder.calls == [[question], ["Quentin Blake"]]
+    links = {link["mention"]: (link["name"], link["match"]) for link in result.engine_info["linked_entities"]}
+    assert links["Omar Haddad"] == ("Omar Haddad", "exact")
 
 
 async def test_a_vector_only_lookup_embeds_the_question_alone(kb: Khora, embedder: RecordingEmbedder) -> None:
