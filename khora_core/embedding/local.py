@@ -149,8 +149,13 @@ def native_bfloat16() -> bool:
     return False
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on (torch defaults to physical cores only)."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
 def _size_torch_threads() -> None:
-    """Use every core this process may run on (torch defaults to physical cores only)."""
+    """Use every core this process may run on."""
     global _THREADS_SET
     if _THREADS_SET:
         return
@@ -158,9 +163,9 @@ def _size_torch_threads() -> None:
     try:
         import torch
 
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = _usable_cores()
         if torch.get_num_threads() != cores:
-            torch.set_num_threads(max(1, cores))
+            torch.set_num_threads(cores)
     except Exception:  # thread sizing is an optimisation only
         pass
 
@@ -234,10 +239,12 @@ def _token_lengths(model: Any, texts: list[str], tokenizer_lock: threading.RLock
 
 @contextlib.contextmanager
 def _torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads in this thread (None: unchanged).
+    """Run the block with ``n`` torch intra-op threads (None: unchanged), then restore the
+    previous value.
 
-    With OpenMP the setting is per calling thread, so a small call on one thread does not
-    slow a large one running on another; the previous value is restored afterwards.
+    The setting is partly per thread (OpenMP's) and partly process-wide (a thread that never
+    set it reads the last value set anywhere), so small calls side by side can leave it at
+    their value: every call says what it needs.
     """
     if n is None:
         yield
@@ -431,7 +438,9 @@ class SentenceTransformerEmbedder:
     def _encode(self, texts: list[str], *, names: bool = False) -> list[list[float]]:
         model, locks = self._model()
         small = len(texts) <= _SMALL_CALL_TEXTS and sum(map(len, texts)) <= _SMALL_CALL_CHARS
-        threads = self.query_threads if small else None
+        # A large call asks for every core itself: torch's thread count is partly process-wide,
+        # and small calls running side by side may have left it at ``query_threads``.
+        threads = self.query_threads if small else _usable_cores()
         traced = self._traced(model, locks, names=names)
         if small and traced is not None:  # beside other calls (module docstring)
             with _torch_threads(threads):

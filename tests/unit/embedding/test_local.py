@@ -98,7 +98,7 @@ async def test_a_small_call_runs_on_query_threads_and_restores_the_setting() -> 
         mp.setattr(local, "_encode_in_passes", spy)
         embedder._encode(["Where is the cat?"])  # small: one thread
         embedder._encode([f"passage {i}" for i in range(20)])  # large: unchanged
-    assert seen == [1, before]
+    assert seen == [1, local._usable_cores()]
     assert torch.get_num_threads() == before
 
 
@@ -135,6 +135,10 @@ async def test_a_small_call_does_not_wait_for_a_large_one_and_concurrent_calls_a
     side by side give the vectors they give alone."""
     import concurrent.futures
 
+    import torch
+
+    from khora_core.embedding import local
+
     embedder = SentenceTransformerEmbedder(query_threads=1)
     question, mentions = "Where did Maya Chen study?", ["Maya Chen", "the university"]
     alone = [
@@ -155,5 +159,18 @@ async def test_a_small_call_does_not_wait_for_a_large_one_and_concurrent_calls_a
         for i, fut in enumerate(side_by_side):
             expected = alone[0][None, :] if i % 2 else alone[1]
             assert np.allclose(np.asarray(fut.result(timeout=120)), expected, atol=1e-5)
+        # Whatever those left behind, a large call afterwards runs on every core.
+        seen: list[int] = []
+        real = local._encode_in_passes
+
+        def spy(*args: object, **kwargs: object) -> object:
+            seen.append(torch.get_num_threads())
+            return real(*args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(local, "_encode_in_passes", spy)
+            for fut in [pool.submit(embedder._encode, [f"passage {i}" for i in range(20)]) for _ in range(4)]:
+                fut.result(timeout=120)
+        assert seen == [local._usable_cores()] * 4
     finally:
         pool.shutdown(wait=True)
