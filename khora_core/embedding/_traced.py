@@ -53,8 +53,8 @@ class TracedEncoder:
     ) -> None:
         self._module = module
         self._tokenizer = tokenizer
-        # A Hugging Face fast tokenizer must not run in two threads at once; the forward
-        # pass may (each caller's intra-op threads are its own).
+        # A Hugging Face fast tokenizer must not run in two threads at once; the traced
+        # forward pass may.
         self._tokenizer_lock = tokenizer_lock or threading.RLock()
         self._limits: dict[str, Any] = {"truncation": True}
         if max_length is not None:

@@ -442,12 +442,10 @@ class SentenceTransformerEmbedder:
         # and small calls running side by side may have left it at ``query_threads``.
         threads = self.query_threads if small else _usable_cores()
         traced = self._traced(model, locks, names=names)
-        if small and traced is not None:  # beside other calls (module docstring)
-            with _torch_threads(threads):
-                vectors = _encode_in_passes(model, texts, self.batch_size, traced, locks.tokenizer)
-        else:
-            with locks.model, _torch_threads(threads):
-                vectors = _encode_in_passes(model, texts, self.batch_size, traced, locks.tokenizer)
+        # A small call on the traced forward pass runs beside other calls (module docstring).
+        exclusive = contextlib.nullcontext() if small and traced is not None else locks.model
+        with exclusive, _torch_threads(threads):
+            vectors = _encode_in_passes(model, texts, self.batch_size, traced, locks.tokenizer)
         if self._dimension is None:
             self._dimension = int(vectors.shape[1])
         out = vectors.tolist()
@@ -477,16 +475,14 @@ class SentenceTransformerEmbedder:
         """The traced encoder for this call (the bfloat16 one for names when it is on and
         holds), built under the model's lock on first use; None: use ``encode``."""
         key = id(model)
-        if key not in _TRACED or (names and self._names_in_bfloat16() and key not in _TRACED_BF16):
+        bf16 = names and self._names_in_bfloat16()
+        if key not in _TRACED or (bf16 and key not in _TRACED_BF16):
             with locks.model, locks.tokenizer:
                 if key not in _TRACED:
                     _TRACED[key] = trace_encoder(model, tokenizer_lock=locks.tokenizer)
-                if names and self._names_in_bfloat16() and key not in _TRACED_BF16:
+                if bf16 and key not in _TRACED_BF16:
                     _TRACED_BF16[key] = trace_encoder(model, bfloat16=True, tokenizer_lock=locks.tokenizer)
-        traced = _TRACED[key]
-        if names and self._names_in_bfloat16():
-            traced = _TRACED_BF16.get(key) or traced
-        return traced
+        return (_TRACED_BF16.get(key) if bf16 else None) or _TRACED[key]
 
     def _names_in_bfloat16(self) -> bool:
         if self.name_precision == "auto":
