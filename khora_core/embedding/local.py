@@ -308,9 +308,9 @@ def _encode_in_passes(
         "show_progress_bar": False,
     }
 
-    def encode(part: list[str], size: int) -> Any:
+    def encode(part: list[str], size: int, part_lengths: Sequence[int] | None = None) -> Any:
         if traced is not None:
-            return traced.encode(part, size)
+            return traced.encode(part, size, part_lengths)
         with tokenizer_lock:
             return model.encode(part, batch_size=size, **options)
 
@@ -318,10 +318,10 @@ def _encode_in_passes(
     runs = _forward_batches(lengths, batch_size, _TOKENS_PER_PASS) if lengths else []
     if len(runs) <= 1:
         size = runs[0][1] if runs else batch_size
-        return encode(texts, size)
+        return encode(texts, size, lengths)
     out = None
     for idx, size in runs:
-        part = encode([texts[i] for i in idx], size)
+        part = encode([texts[i] for i in idx], size, [lengths[i] for i in idx] if lengths else None)
         if out is None:
             out = np.empty((len(texts), part.shape[1]), dtype=part.dtype)
         out[idx] = part
