@@ -399,6 +399,39 @@ async def test_vector_entity_search(store: Neo4jGraphStore, graph_namespace: str
         await store.delete_namespace(other)
 
 
+async def test_vector_search_is_one_statement_when_the_index_holds_enough(
+    store: Neo4jGraphStore, graph_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The common case costs one auto-commit statement (the counts that size ``k`` are
+    kept between searches), and the store's own writes make it count again."""
+    ns = graph_namespace
+    ents = [Entity(id=f"e{i}", namespace_id=ns, name=f"e{i}", embedding=unit(i + 1)) for i in range(30)]
+    await store.upsert_graph(ns, entities=ents)
+    calls: list[str] = []
+    for name in ("fetch", "fetch_rows", "read"):
+        real = getattr(store._db, name)
+
+        async def spy(*args: Any, __real: Any = real, __name: str = name, **kwargs: Any) -> Any:
+            calls.append(__name)
+            return await __real(*args, **kwargs)
+
+        monkeypatch.setattr(store._db, name, spy)
+    query = unit(3)
+    first = await store.search_entities_by_vector(ns, query, limit=5)
+    assert calls == ["fetch", "fetch_rows"]  # the counts, then the search
+    calls.clear()
+    again = await store.search_entities_by_vectors(ns, [query, unit(4)], limit=5)
+    assert calls == ["fetch_rows"]  # both vectors in one statement, the counts kept
+    assert [h.entity.id for h in again[0]] == [h.entity.id for h in first]
+    assert again[0][0].entity.id == "e2" and math.isclose(again[0][0].score, 1.0, abs_tol=1e-4)
+    assert again[1][0].entity.id == "e3"
+    await store.upsert_graph(ns, entities=[Entity(id="new", namespace_id=ns, name="new", embedding=query)])
+    calls.clear()
+    hits = await store.search_entities_by_vector(ns, query, limit=5)
+    assert calls == ["fetch", "fetch_rows"]  # counted again after the write
+    assert {h.entity.id for h in hits[:2]} == {"new", "e2"}
+
+
 async def test_filter_pushdown_and_recheck(store: Neo4jGraphStore, graph_namespace: str) -> None:
     ns = graph_namespace
     await store.write_batch(
@@ -549,7 +582,7 @@ def test_url_credentials_and_error_mapping() -> None:
 def test_first_k_sizes_the_index_search_by_the_namespace_share() -> None:
     """The first ``k`` should hold ``4 * limit`` of the namespace's entities; a namespace
     too small for that within ``_MAX_VECTOR_K`` is scanned exactly (None)."""
-    from khora_core.storage.neo4j.search import _COUNT_CAP, _MAX_VECTOR_K, first_k
+    from khora_core.storage.neo4j.entity_vectors import _COUNT_CAP, _MAX_VECTOR_K, first_k
 
     assert first_k(10, 1_000, 1_000) == 50  # alone: the base k
     assert first_k(10, 10_000, 1_000) == 400  # a tenth of the index

@@ -18,8 +18,10 @@ import neo4j
 
 from khora_core.models import Entity, Relationship, WriteBatch
 from khora_core.storage.neo4j import write
+from khora_core.storage.neo4j.entity_vectors import EntityCounts, search_entity_vectors
 from khora_core.storage.neo4j.errors import translated
 from khora_core.storage.neo4j.lookups import (
+    CHUNK_GRAPH,
     CHUNK_MENTIONS,
     COUNT_ENTITIES,
     COUNT_RELATIONSHIPS,
@@ -40,13 +42,7 @@ from khora_core.storage.neo4j.records import (
     relationship_from_props,
 )
 from khora_core.storage.neo4j.schema import NAME_WORDS_INDEX, ensure_schema
-from khora_core.storage.neo4j.search import (
-    GET_ENTITIES,
-    chunks_for_entities_tx,
-    entity_vector_search_tx,
-    entity_vector_searches_tx,
-    neighbourhood_tx,
-)
+from khora_core.storage.neo4j.search import GET_ENTITIES, chunks_for_entities_tx, neighbourhood_tx
 from khora_core.storage.neo4j.sessions import Sessions
 from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.words import name_words
@@ -80,11 +76,20 @@ class Neo4jGraphStore:
         self._database = database
         self._db = Sessions(driver, database)
         self._dim = int(embedding_dim)
+        #: Sizes entity vector searches; cleared by every write through ``_write``.
+        self._entity_counts = EntityCounts()
         # One write_batch at a time per store: concurrent batches that share entities
         # deadlocked on Neo4j's node and relationship-group locks even with sorted rows
         # (each deadlock costs a retry after a ~1 s back-off), and one server gains
         # little from parallel writes anyway. Made per event loop (a lock belongs to one).
         self._write_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    async def _write(self, work: Any, *args: Any) -> Any:
+        """``work(tx, *args)`` in one managed write transaction; the entity counts are stale after it."""
+        try:
+            return await self._db.write(work, *args)
+        finally:
+            self._entity_counts.clear()
 
     # -- schema and maintenance --------------------------------------------------------------
 
@@ -116,12 +121,12 @@ class Neo4jGraphStore:
         if self._write_lock is None or self._write_lock[0] is not loop:
             self._write_lock = (loop, asyncio.Lock())
         async with self._write_lock[1]:
-            await self._db.write(write.write_batches_tx, namespace_id, list(batches), self._dim)
+            await self._write(write.write_batches_tx, namespace_id, list(batches), self._dim)
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
         """Remove a document's chunks, links, relationships, orphaned entities and empty
         time nodes; returns whether the graph held anything of it."""
-        return await self._db.write(write.delete_document_tx, namespace_id, document_id)
+        return await self._write(write.delete_document_tx, namespace_id, document_id)
 
     async def delete_namespace(self, namespace_id: str) -> bool:
         """Remove every node of the namespace (with its relationships); returns whether any existed."""
@@ -137,7 +142,7 @@ class Neo4jGraphStore:
                 record = await (await tx.run(query, {"ns": namespace_id, "size": _DELETE_SLICE})).single()
                 return int(record["n"]) if record else 0
 
-            while (gone := await self._db.write(work)) > 0:
+            while (gone := await self._write(work)) > 0:
                 removed += gone
         return removed > 0
 
@@ -212,14 +217,17 @@ class Neo4jGraphStore:
     ) -> list[EntityHit]:
         """Entities by cosine similarity of their embedding (``score`` is the raw cosine).
 
-        Uses the native vector index, over-fetching and keeping this namespace's hits.
+        Uses the native vector index, over-fetching and keeping this namespace's hits
+        (``entity_vectors.py``).
 
         Raises:
             InvalidInputError: ``vector`` has the wrong dimension.
         """
-        return await self._db.read(
-            entity_vector_search_tx, namespace_id, vector, limit, min_similarity, self._dim
-        )
+        return (
+            await self.search_entities_by_vectors(
+                namespace_id, [vector], limit=limit, min_similarity=min_similarity
+            )
+        )[0]
 
     async def search_entities_by_vectors(
         self,
@@ -229,14 +237,13 @@ class Neo4jGraphStore:
         limit: int,
         min_similarity: float = 0.0,
     ) -> list[list[EntityHit]]:
-        """``search_entities_by_vector`` for several vectors, in one read transaction."""
-
-        async def work(tx: neo4j.AsyncManagedTransaction) -> list[list[EntityHit]]:
-            return await entity_vector_searches_tx(
-                tx, namespace_id, vectors, limit, min_similarity, self._dim
-            )
-
-        return await self._db.read(work) if vectors else []
+        """``search_entities_by_vector`` for several vectors, in one statement when the
+        index holds enough of the namespace's entities (``entity_vectors.py``)."""
+        if not vectors:
+            return []
+        return await search_entity_vectors(
+            self._db, self._entity_counts, namespace_id, vectors, limit, min_similarity, self._dim
+        )
 
     # -- traversal ---------------------------------------------------------------------------
 
@@ -322,6 +329,29 @@ class Neo4jGraphStore:
         )
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
 
+    async def chunk_graph(
+        self, namespace_id: str, chunk_ids: Sequence[str], *, limit: int | None = None
+    ) -> tuple[dict[str, list[Entity]], list[Relationship]]:
+        """``entities_for_chunks`` and ``relationships_for_chunks`` in one statement."""
+        if not chunk_ids:
+            return {}, []
+        records = await self._db.fetch(
+            CHUNK_GRAPH,
+            ns=namespace_id,
+            ids=list(set(chunk_ids)),
+            limit=2**31 - 1 if limit is None else max(0, limit),
+        )
+        if not records:
+            return {}, []
+        record = records[0]
+        return (
+            {r["chunk_id"]: [entity_from_props(e) for e in r["entities"]] for r in record["rows"]},
+            [
+                relationship_from_props(r["r"], r["source_id"], r["target_id"])
+                for r in record["relationships"]
+            ],
+        )
+
     async def documents_for_entities(
         self, namespace_id: str, entity_ids: Sequence[str]
     ) -> dict[str, list[str]]:
@@ -379,8 +409,8 @@ class Neo4jGraphStore:
             await write.merge_relationships_tx(tx, namespace_id, relationships)
             await write.refresh_mention_counts_tx(tx, namespace_id, [e.id for e in entities])
 
-        await self._db.write(work)
+        await self._write(work)
 
     async def delete_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> int:
         """Delete entities with their mentions and relationships; returns how many went."""
-        return await self._db.write(write.delete_entities_tx, namespace_id, list(entity_ids))
+        return await self._write(write.delete_entities_tx, namespace_id, list(entity_ids))
