@@ -8,10 +8,9 @@ between search and fetch) is dropped rather than returned dangling.
 
 An entity's ``document_ids`` in a recall result are the result's documents whose returned
 chunks mention it (its full source list is ``Khora.get_entity(..., include_sources=True)``).
-The chunks' documents are fetched while their graph is read (their entities and the
-relationships among them: ``GraphStore.chunk_graph``, one statement on Neo4j), so the store
-is visited in at most two sequential steps; the second fetches the documents of
-relationships from other documents (often none).
+The chunks' documents are fetched while the graph is read, so the store is visited in at
+most three sequential steps: chunk entities + chunk documents, relationships, and the
+documents of relationships from other documents (often none).
 """
 
 from __future__ import annotations
@@ -82,11 +81,12 @@ async def assemble(
     entity_scores = entity_scores or {}
     chunk_ids = [c.id for c in chunks]
     chunk_docs = list(dict.fromkeys(c.document_id for c in chunks))
-    # One concurrent round: the chunks' entities with the heaviest relationships among all
-    # of them (cut to the kept entities below), and the chunks' documents.
+    # One concurrent round: the chunks' entities, the heaviest relationships among all of
+    # them (cut to the kept entities below), and the chunks' documents.
     if chunk_ids:
-        (chunk_entities, among_all), documents = await asyncio.gather(
-            stack.graph.chunk_graph(namespace_id, chunk_ids, limit=10 * max_relationships),
+        chunk_entities, among_all, documents = await asyncio.gather(
+            stack.graph.entities_for_chunks(namespace_id, chunk_ids),
+            stack.graph.relationships_for_chunks(namespace_id, chunk_ids, limit=10 * max_relationships),
             fetch_documents(stack, namespace_id, chunk_docs),
         )
     else:

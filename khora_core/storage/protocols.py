@@ -237,13 +237,6 @@ class GraphStore(Protocol):
         them: one round trip, so it runs beside ``entities_for_chunks``)."""
         ...
 
-    async def chunk_graph(
-        self, namespace_id: str, chunk_ids: Sequence[str], *, limit: int | None = None
-    ) -> tuple[dict[str, list[Entity]], list[Relationship]]:
-        """``entities_for_chunks`` and ``relationships_for_chunks`` (at most ``limit``) of
-        the same chunks, in one round trip where the store can (a recall's result)."""
-        ...
-
     async def documents_for_entities(
         self, namespace_id: str, entity_ids: Sequence[str]
     ) -> dict[str, list[str]]: ...

@@ -269,15 +269,6 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
     assert [r.id for r in await stack.graph.relationships_for_chunks(namespace, chunk_ids_all, limit=2)] == [
         r.id for r in expected_rels[:2]
     ]
-    # The same two reads in one (one statement on Neo4j), equal to them.
-    graph_entities, graph_rels = await stack.graph.chunk_graph(namespace, chunk_ids_all, limit=2)
-    assert {c: [e.id for e in es] for c, es in graph_entities.items()} == {
-        c: [e.id for e in es] for c, es in by_chunk.items()
-    }
-    assert [r.id for r in graph_rels] == [r.id for r in expected_rels[:2]]
-    assert graph_rels[0] == expected_rels[0]
-    assert (await stack.graph.chunk_graph(namespace, chunk_ids_all))[1] == got_rels
-    assert await stack.graph.chunk_graph(namespace, []) == ({}, [])
 
     query = (await stack.graph.get_entities(namespace, ids[:1]))[0].embedding
     chunk_ids = [cid for m in mentions.values() for cid in m]
@@ -301,7 +292,6 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
     try:
         assert await stack.graph.chunk_mentions(other.namespace_id, ids, per_entity=5) == {}
         assert await stack.graph.relationships_for_chunks(other.namespace_id, chunk_ids_all) == []
-        assert await stack.graph.chunk_graph(other.namespace_id, chunk_ids_all) == ({}, [])
         assert await stack.vectors.similarities(other.namespace_id, query, chunk_ids) == {}
         assert await stack.vectors.similarities_many(other.namespace_id, [query, second], chunk_ids) == [
             {},

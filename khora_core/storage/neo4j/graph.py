@@ -3,9 +3,10 @@
 Every query is parameterised and names the namespace in each ``MATCH``; relationship types
 are a property (``RELATES {type}``), so user text never becomes Cypher text. Statements
 run through ``sessions.Sessions``, which translates driver errors (``errors.py``); their
-Cypher is in ``lookups.py``, ``search.py`` and ``write.py``. Point lookups (``get_entity``,
-``get_entities``, ``find_entities_by_name``, ``search_entities_by_vector``) return entity
-embeddings; listings and traversals leave ``Entity.embedding`` as ``None`` to stay light.
+Cypher is in ``lookups.py``, ``search.py``, ``entity_vectors.py`` and ``write.py``. Point
+lookups (``get_entity``, ``get_entities``, ``find_entities_by_name``) return entity
+embeddings; searches, listings and traversals leave ``Entity.embedding`` as ``None`` to stay
+light.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from khora_core.storage.neo4j import write
 from khora_core.storage.neo4j.entity_vectors import EntityCounts, search_entity_vectors
 from khora_core.storage.neo4j.errors import translated
 from khora_core.storage.neo4j.lookups import (
-    CHUNK_GRAPH,
     CHUNK_MENTIONS,
     COUNT_ENTITIES,
     COUNT_RELATIONSHIPS,
@@ -328,29 +328,6 @@ class Neo4jGraphStore:
             limit=2**31 - 1 if limit is None else max(0, limit),
         )
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
-
-    async def chunk_graph(
-        self, namespace_id: str, chunk_ids: Sequence[str], *, limit: int | None = None
-    ) -> tuple[dict[str, list[Entity]], list[Relationship]]:
-        """``entities_for_chunks`` and ``relationships_for_chunks`` in one statement."""
-        if not chunk_ids:
-            return {}, []
-        records = await self._db.fetch(
-            CHUNK_GRAPH,
-            ns=namespace_id,
-            ids=list(set(chunk_ids)),
-            limit=2**31 - 1 if limit is None else max(0, limit),
-        )
-        if not records:
-            return {}, []
-        record = records[0]
-        return (
-            {r["chunk_id"]: [entity_from_props(e) for e in r["entities"]] for r in record["rows"]},
-            [
-                relationship_from_props(r["r"], r["source_id"], r["target_id"])
-                for r in record["relationships"]
-            ],
-        )
 
     async def documents_for_entities(
         self, namespace_id: str, entity_ids: Sequence[str]

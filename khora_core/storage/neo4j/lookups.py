@@ -11,7 +11,6 @@ from __future__ import annotations
 from khora_core.storage.neo4j.records import ENTITY_FIELDS
 
 __all__ = [
-    "CHUNK_GRAPH",
     "CHUNK_MENTIONS",
     "COUNT_ENTITIES",
     "COUNT_RELATIONSHIPS",
@@ -81,28 +80,6 @@ MATCH (s)-[r:RELATES]->(t:Entity {namespace_id: $ns})
 WHERE t IN ents
 WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
 RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
-"""
-
-# ENTITIES_FOR_CHUNKS and RELATIONSHIPS_FOR_CHUNKS in one statement: one round trip
-# instead of two side by side (7.7-8.6 ms p50 against 10.6-11.1 ms for the ten chunks of a
-# hotpotqa recall, Neo4j 5 on 2 cores). No row when no chunk mentions an entity.
-CHUNK_GRAPH = f"""
-MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
-WHERE c.id IN $ids
-WITH c.id AS chunk_id, e, m ORDER BY m.count DESC, e.name_lower, e.id
-WITH chunk_id, collect(e) AS es
-WITH collect({{chunk_id: chunk_id, entities: [x IN es | x {ENTITY_FIELDS}]}}) AS rows, collect(es) AS lists
-UNWIND reduce(acc = [], l IN lists | acc + l) AS x
-WITH rows, collect(DISTINCT x) AS ents
-CALL {{
-  WITH ents
-  UNWIND ents AS s
-  MATCH (s)-[r:RELATES]->(t:Entity {{namespace_id: $ns}})
-  WHERE t IN ents
-  WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
-  RETURN collect({{r: properties(r), source_id: s.id, target_id: t.id}}) AS relationships
-}}
-RETURN rows, relationships
 """
 
 DOCUMENTS_FOR_ENTITIES = """
