@@ -16,9 +16,10 @@ embeddings (decoding 384 floats per entity cost more than the search itself).
 The common case is one auto-commit statement (:data:`_TOP_HITS`): candidates from the index,
 this namespace's kept, scored, and the best ``limit`` returned with their fields, for every
 vector at once. The counts that size ``k`` are cached by the store (:class:`EntityCounts`).
-Only a vector that found fewer than ``limit`` of the namespace's entities while the index
-had more to give goes on, in one managed transaction, to a larger ``k`` or the exact scan
-(:func:`grown_searches_tx`). Against the earlier managed transaction of a count, the index
+The rest runs in one managed transaction (:func:`grown_searches_tx`): a namespace too
+small beside the others for the index (``first_k`` None) is scanned exactly, and a vector
+that found fewer than ``limit`` of the namespace's entities while the index had more to give
+asks for a larger ``k``. Against the earlier managed transaction of a count, the index
 query and a read of the hits' fields, a search for the top 10 took 15-17 ms p50 instead of
 24-26 ms (hotpotqa's 8,000 entities, 50 questions, Neo4j 5 on 2 cores).
 """
@@ -69,7 +70,7 @@ CALL {{
 RETURN collect({{i: i, seen: size(nodes), found: found, hits: hits}}) AS rows
 """
 
-# One vector's candidates at a larger ``k`` (a vector with no candidate has no row).
+# One vector's candidates at a larger ``k``.
 _VECTOR_QUERY = """
 CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node
 WITH collect(node) AS nodes
