@@ -201,6 +201,13 @@ async def test_neighbourhood_depth_fanout_and_types(store: Neo4jGraphStore, grap
     none = await store.neighbourhood(ns, [ids["N0"]], depth=2, relationship_types=["NO_SUCH"])
     assert none.distance == {ids["N0"]: 0} and none.relationships == []
     assert (await store.neighbourhood(ns, ["missing"], depth=2)).entities == []
+    # A seed that is not there walks nowhere and is not returned; the others walk as alone.
+    mixed = await store.neighbourhood(ns, ["missing", ids["N2"]], depth=2, relationship_types=["NEXT"])
+    assert mixed.distance == hood.distance and {r.id for r in mixed.relationships} == {
+        r.id for r in hood.relationships
+    }
+    capped = await store.neighbourhood(ns, ["missing", ids["N0"]], depth=1, max_entities=2)
+    assert len(capped.distance) == 3 and "missing" not in capped.distance  # N0 and two more
 
 
 async def test_temporal_sort_and_time_nodes(
