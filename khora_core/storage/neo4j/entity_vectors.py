@@ -199,13 +199,18 @@ async def search_entity_vectors(
     return out
 
 
+def _raw_cosine(score: Any) -> float:
+    """The raw cosine of a ``vector.similarity.cosine`` score, which is (1 + cos) / 2."""
+    return 2.0 * float(score) - 1.0
+
+
 def _hits(pairs: Sequence[Any], min_similarity: float) -> list[EntityHit]:
     """``[(index score, entity fields)]``, best first, as hits of at least ``min_similarity``."""
     out = []
     for score, fields in pairs:
         if score is None:
             continue
-        cosine = 2.0 * float(score) - 1.0
+        cosine = _raw_cosine(score)
         if cosine >= min_similarity:
             out.append(EntityHit(entity=entity_from_props(fields), score=cosine))
     return out
@@ -235,7 +240,7 @@ async def grown_searches_tx(
     scored: list[list[tuple[float, str]]] = []
     for hits in found:
         ranked = sorted(
-            ((2.0 * float(s) - 1.0, eid) for eid, s in hits if s is not None), key=lambda t: (-t[0], t[1])
+            ((_raw_cosine(s), eid) for eid, s in hits if s is not None), key=lambda t: (-t[0], t[1])
         )
         scored.append([(cosine, eid) for cosine, eid in ranked if cosine >= min_similarity][:limit])
     ids = sorted({eid for pairs in scored for _, eid in pairs})
