@@ -81,16 +81,13 @@ async def assemble(
     entity_scores = entity_scores or {}
     chunk_ids = [c.id for c in chunks]
     chunk_docs = list(dict.fromkeys(c.document_id for c in chunks))
-    # One concurrent round: the chunks' entities, the heaviest relationships among all of
-    # them (cut to the kept entities below), and the chunks' documents.
     if chunk_ids:
-        chunk_entities, among_all, documents = await asyncio.gather(
+        chunk_entities, documents = await asyncio.gather(
             stack.graph.entities_for_chunks(namespace_id, chunk_ids),
-            stack.graph.relationships_for_chunks(namespace_id, chunk_ids, limit=10 * max_relationships),
             fetch_documents(stack, namespace_id, chunk_docs),
         )
     else:
-        chunk_entities, among_all, documents = {}, [], {}
+        chunk_entities, documents = {}, {}
     seen_in: dict[str, int] = {}
     by_id: dict[str, Entity] = {}
     entity_docs: dict[str, list[str]] = {}
@@ -107,8 +104,11 @@ async def assemble(
     )[:max_entities]
     entity_ids = [e.id for e in ranked]
 
-    kept = set(entity_ids)
-    relationships = [r for r in among_all if r.source_id in kept and r.target_id in kept][:max_relationships]
+    relationships = (
+        await stack.graph.relationships_among(namespace_id, entity_ids, limit=max_relationships)
+        if entity_ids
+        else []
+    )
     more = [r.document_id for r in relationships if r.document_id not in documents]
     if more:
         documents.update(await fetch_documents(stack, namespace_id, more))

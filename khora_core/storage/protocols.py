@@ -229,14 +229,6 @@ class GraphStore(Protocol):
     async def relationships_among(
         self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
     ) -> list[Relationship]: ...
-    async def relationships_for_chunks(
-        self, namespace_id: str, chunk_ids: Sequence[str], *, limit: int | None = None
-    ) -> list[Relationship]:
-        """Relationships with both ends among the entities mentioned in ``chunk_ids``,
-        heaviest first (``relationships_among`` of those entities, without first reading
-        them: one round trip, so it runs beside ``entities_for_chunks``)."""
-        ...
-
     async def documents_for_entities(
         self, namespace_id: str, entity_ids: Sequence[str]
     ) -> dict[str, list[str]]: ...

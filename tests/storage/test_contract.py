@@ -262,11 +262,15 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
     ]
     by_chunk = await stack.graph.entities_for_chunks(namespace, chunk_ids_all)
     mentioned = {e.id for ents in by_chunk.values() for e in ents}
-    expected_rels = await stack.graph.relationships_among(namespace, list(mentioned), limit=1000)
-    assert expected_rels
-    got_rels = await stack.graph.relationships_for_chunks(namespace, chunk_ids_all)
+    touching = await stack.graph.list_relationships(namespace, entity_ids=list(mentioned), limit=100_000)
+    expected_rels = sorted(
+        (r for r in touching if r.source_id in mentioned and r.target_id in mentioned),
+        key=lambda r: (-r.weight, r.id),
+    )
+    assert len(expected_rels) > 2
+    got_rels = await stack.graph.relationships_among(namespace, list(mentioned), limit=1000)
     assert [r.id for r in got_rels] == [r.id for r in expected_rels]
-    assert [r.id for r in await stack.graph.relationships_for_chunks(namespace, chunk_ids_all, limit=2)] == [
+    assert [r.id for r in await stack.graph.relationships_among(namespace, list(mentioned), limit=2)] == [
         r.id for r in expected_rels[:2]
     ]
 
@@ -291,7 +295,7 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
     other = await kb.create_namespace("other", namespace_id=f"other-{uuid.uuid4().hex[:8]}")
     try:
         assert await stack.graph.chunk_mentions(other.namespace_id, ids, per_entity=5) == {}
-        assert await stack.graph.relationships_for_chunks(other.namespace_id, chunk_ids_all) == []
+        assert await stack.graph.relationships_among(other.namespace_id, list(mentioned)) == []
         assert await stack.vectors.similarities(other.namespace_id, query, chunk_ids) == {}
         assert await stack.vectors.similarities_many(other.namespace_id, [query, second], chunk_ids) == [
             {},

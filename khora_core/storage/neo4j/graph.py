@@ -33,7 +33,6 @@ from khora_core.storage.neo4j.lookups import (
     LIST_RELATIONSHIPS,
     LIST_RELATIONSHIPS_OF,
     RELATIONSHIPS_AMONG,
-    RELATIONSHIPS_FOR_CHUNKS,
     TIME_NODES,
 )
 from khora_core.storage.neo4j.records import (
@@ -312,20 +311,6 @@ class Neo4jGraphStore:
             return []
         rows = await self._db.fetch_rows(
             RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
-        )
-        return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
-
-    async def relationships_for_chunks(
-        self, namespace_id: str, chunk_ids: Sequence[str], *, limit: int | None = None
-    ) -> list[Relationship]:
-        """Relationships with both ends among the entities mentioned in ``chunk_ids``, heaviest first."""
-        if not chunk_ids:
-            return []
-        rows = await self._db.fetch_rows(
-            RELATIONSHIPS_FOR_CHUNKS,
-            ns=namespace_id,
-            ids=list(set(chunk_ids)),
-            limit=2**31 - 1 if limit is None else max(0, limit),
         )
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
 

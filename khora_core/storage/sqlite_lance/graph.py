@@ -386,27 +386,6 @@ class SqliteGraphStore:
         params = (namespace_id, ids, ids, max(0, limit))
         return await self._db.read(lambda conn: [relationship_from_row(r) for r in conn.execute(sql, params)])
 
-    async def relationships_for_chunks(
-        self, namespace_id: str, chunk_ids: Sequence[str], *, limit: int | None = None
-    ) -> list[Relationship]:
-        """Relationships with both ends among the entities mentioned in ``chunk_ids``, heaviest first."""
-        if not chunk_ids:
-            return []
-        sql = (
-            "WITH ents AS (SELECT DISTINCT entity_id FROM mentions INDEXED BY ix_mentions_chunk "
-            f"WHERE namespace_id = ? AND chunk_id IN {IN_JSON}) "
-            f"SELECT {RELATIONSHIP_SELECT} FROM relationships r WHERE r.namespace_id = ? "
-            "AND r.source_id IN (SELECT entity_id FROM ents) AND r.target_id IN (SELECT entity_id FROM ents) "
-            "ORDER BY r.weight DESC, r.id LIMIT ?"
-        )
-        params = (
-            namespace_id,
-            json_ids(set(chunk_ids)),
-            namespace_id,
-            -1 if limit is None else max(0, limit),
-        )
-        return await self._db.read(lambda conn: [relationship_from_row(r) for r in conn.execute(sql, params)])
-
     async def documents_for_entities(
         self, namespace_id: str, entity_ids: Sequence[str]
     ) -> dict[str, list[str]]:
