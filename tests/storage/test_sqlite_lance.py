@@ -21,6 +21,7 @@ from khora_core.errors import InvalidInputError, NamespaceNotFoundError, Storage
 from khora_core.models import Chunk, Document, Entity, Mention, Namespace, Relationship, WriteBatch
 from khora_core.storage.protocols import DocumentStore, GraphStore, KeywordIndex, VectorIndex
 from khora_core.storage.sqlite_lance import SqliteLanceStack
+from khora_core.storage.sqlite_lance import graph as graph_module
 from khora_core.storage.sqlite_lance import vectors as vectors_module
 from khora_core.storage.sqlite_lance.keywords import match_expression
 from khora_core.storage.sqlite_lance.lance import LanceVectors
@@ -893,6 +894,42 @@ async def test_second_writer_process_is_refused(stack: SqliteLanceStack, config:
     # in-process, a second writer on the same folder is refused too
     with pytest.raises(StorageError, match="already open for writing"):
         await SqliteLanceStack(config, dim=DIM).open()
+
+
+async def test_relationships_among_seeks_each_pair_also_in_an_older_folder(config: StorageConfig) -> None:
+    s = SqliteLanceStack(config, dim=DIM)
+    await s.open()
+    ns = await new_ns(s)
+    names = ["Alice", "Bob", "Carol", "Dave"]
+    rels = [("e-alice", f"e-{b.lower()}", "KNOWS", 1.0 + i) for i, b in enumerate(names[1:])]
+    rels.append(("e-bob", "e-carol", "KNOWS", 0.5))
+    await s.write(
+        ns,
+        batch(
+            ns, "d1", ["Alice, Bob, Carol and Dave"], entities=[ent(ns, n) for n in names], relationships=rels
+        ),
+    )
+    await s.aclose()
+    conn = sqlite3.connect(Path(config.data_dir) / "khora.sqlite3")  # as an older Khora left it
+    with conn:
+        conn.execute("DROP INDEX ix_rel_pair")
+    conn.close()
+
+    s = SqliteLanceStack(config, dim=DIM)
+    await s.open()
+    try:
+        among = await s.graph.relationships_among(ns, ["e-alice", "e-carol", "e-bob"])
+        assert [(r.source_id, r.target_id) for r in among] == [
+            ("e-alice", "e-carol"),
+            ("e-alice", "e-bob"),
+            ("e-bob", "e-carol"),
+        ]
+    finally:
+        await s.aclose()
+    plan = raw_rows(config, "EXPLAIN QUERY PLAN " + graph_module.RELATIONSHIPS_AMONG, ns, "[]", "[]", 10)
+    assert any("ix_rel_pair (namespace_id=? AND source_id=? AND target_id=?)" in row[-1] for row in plan), (
+        plan
+    )
 
 
 async def test_name_words_are_indexed_for_a_folder_written_before_the_word_index(
