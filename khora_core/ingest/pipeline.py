@@ -8,9 +8,10 @@ everything (and removes the documents it replaces, same ``external_id``) or noth
 
 ``remember_batch`` chunks every item first, then works through them in *windows* of
 about one embedding slice of chunks (``max(256, 8 * embedding.batch_size)``). Per window:
-embed its chunks in one call; per item (bounded concurrency) select the skeleton core,
-extract and look up stored entities; resolve and assemble each item's graph in input
-order, against stored entities and those built earlier in the batch
+embed its chunks in one call; per item (bounded concurrency) select the skeleton core and
+extract; look up the stored entities that the window's items may name, in one call (one
+round trip per window instead of one per item); resolve and assemble each item's graph in
+input order, against stored entities and those built earlier in the batch
 (:class:`~khora_core.ingest.names.BatchEntities`), embedding only the few names whose
 vector decides a merge; embed the window's entity names that the batch has not embedded
 yet in one call (:class:`~khora_core.ingest.names.NameVectors`, seeded with stored
@@ -35,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -59,12 +60,15 @@ from khora_core.ingest.names import BatchEntities, NameVectors
 from khora_core.ingest.resolve import EntityResolver
 from khora_core.ingest.skeleton import select_core_chunks
 from khora_core.ingest.writes import write_window
-from khora_core.models import RememberResult
-from khora_core.storage.protocols import StorageStack
+from khora_core.models import Entity, RememberResult
+from khora_core.storage.protocols import StorageStack, fold
 
 __all__ = ["BatchOutcome", "IngestPipeline"]
 
 logger = logging.getLogger("khora.ingest")
+
+#: Most names in one ``find_entities_by_name`` call (a window's candidate names).
+_LOOKUP_SLICE = 10_000
 
 
 class IngestPipeline:
@@ -301,9 +305,11 @@ class IngestPipeline:
                 # lands before this window looks up stored entities, so what is built never
                 # depends on how fast a write was.
                 ready = [w for w in window if w.outcome is None]
-                await asyncio.gather(*(self._prepare(w, namespace_id, limit, settle, writing) for w in ready))
+                await asyncio.gather(*(self._prepare(w, limit, settle) for w in ready))
                 if writing is not None:
                     await writing
+                ready = [w for w in ready if w.outcome is None]
+                await self._find_stored(ready, namespace_id, settle)
                 ready = [w for w in ready if w.outcome is None]
                 await self._build_graphs(ready, namespace_id, names, built, settle)
                 writing = asyncio.ensure_future(
@@ -341,16 +347,8 @@ class IngestPipeline:
             work.core = [i for i in range(len(work.vectors)) if offset + i in core]
             offset += len(work.vectors)
 
-    async def _prepare(
-        self,
-        work: WorkItem,
-        namespace_id: str,
-        limit: asyncio.Semaphore,
-        settle: Any,
-        landed: Awaitable[Any] | None = None,
-    ) -> None:
-        """Skeleton core, extraction, and the stored entities the item may name (looked up
-        once ``landed``, the previous window's write, is done)."""
+    async def _prepare(self, work: WorkItem, limit: asyncio.Semaphore, settle: Any) -> None:
+        """Skeleton core, extraction, and the names the item may share with stored entities."""
         async with limit:
             try:
                 vc = self.config.vectorcypher
@@ -365,12 +363,33 @@ class IngestPipeline:
                 non_core_text = [s.text for i, s in enumerate(work.spans) if i not in core_set]
                 mentions = extracted_mentions(work.extractions)
                 work.candidates = candidate_names([m.name for m in mentions], non_core_text)
-                if landed is not None:
-                    await asyncio.shield(landed)
-                if work.candidates:
-                    work.stored = await self.stack.graph.find_entities_by_name(namespace_id, work.candidates)
             except Exception as exc:  # keep the batch going; report it on the item
                 settle(work, as_khora_error(exc, work.index))
+
+    async def _find_stored(self, works: list[WorkItem], namespace_id: str, settle: Any) -> None:
+        """The stored entities each item may name: one lookup for the window's candidate
+        names (after the previous window's write landed), shared out by the same
+        case-insensitive key the store matches on, in the store's order."""
+        keys = list(dict.fromkeys(fold(n) for w in works for n in w.candidates if n and n.strip()))
+        found: list[Entity] = []
+        try:
+            for lo in range(0, len(keys), _LOOKUP_SLICE):
+                found += await self.stack.graph.find_entities_by_name(
+                    namespace_id, keys[lo : lo + _LOOKUP_SLICE]
+                )
+        except Exception as exc:
+            for w in works:
+                settle(w, as_khora_error(exc, w.index))
+            return
+        # Slices may find the same entity twice; the store orders by mention count, then id.
+        found = sorted({e.id: e for e in found}.values(), key=lambda e: (-e.mention_count, e.id))
+        by_key: dict[str, list[int]] = {}
+        for i, ent in enumerate(found):
+            for key in {fold(ent.name), *(fold(a) for a in ent.aliases)}:
+                by_key.setdefault(key, []).append(i)
+        for w in works:
+            hits = {i for n in w.candidates if n and n.strip() for i in by_key.get(fold(n), ())}
+            w.stored = [found[i] for i in sorted(hits)]
 
     async def _build_graphs(
         self, works: list[WorkItem], namespace_id: str, names: NameVectors, built: BatchEntities, settle: Any

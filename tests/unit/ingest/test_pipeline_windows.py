@@ -209,7 +209,9 @@ async def test_a_window_looks_up_stored_entities_only_after_the_previous_window_
 ) -> None:
     """A slow store must not change what a batch builds: window N resolves against the
     entities of windows before it as stored, never against a write still in flight."""
-    items = [{"content": _varied(i)} for i in range(600)]  # 3 windows
+    items = [{"content": _varied(i)} for i in range(600)]  # one chunk each: several windows
+    n_windows = -(-len(items) // kb.engine.ingest._slice_size())
+    assert n_windows >= 2
     fast_ns = (await kb.create_namespace("fast")).namespace_id
     await kb.remember_batch(items, namespace=fast_ns)
 
@@ -237,6 +239,7 @@ async def test_a_window_looks_up_stored_entities_only_after_the_previous_window_
     outcomes = await kb.remember_batch(items, namespace=slow_ns)
     assert all(isinstance(o, RememberResult) for o in outcomes)
     assert seen_while_writing and max(seen_while_writing) == 0
+    assert len(seen_while_writing) == n_windows  # one lookup per window, not one per item
     assert await _graph_of(kb, slow_ns) == await _graph_of(kb, fast_ns)
 
 
