@@ -370,7 +370,8 @@ class IngestPipeline:
         """The stored entities each item may name: one lookup for the window's candidate
         names (after the previous window's write landed), shared out by the same
         case-insensitive key the store matches on, in the store's order."""
-        keys = list(dict.fromkeys(fold(n) for w in works for n in w.candidates if n and n.strip()))
+        wanted = [{fold(n) for n in w.candidates if n.strip()} for w in works]
+        keys = sorted(set().union(*wanted))
         found: list[Entity] = []
         try:
             for lo in range(0, len(keys), _LOOKUP_SLICE):
@@ -387,8 +388,8 @@ class IngestPipeline:
         for i, ent in enumerate(found):
             for key in {fold(ent.name), *(fold(a) for a in ent.aliases)}:
                 by_key.setdefault(key, []).append(i)
-        for w in works:
-            hits = {i for n in w.candidates if n and n.strip() for i in by_key.get(fold(n), ())}
+        for w, item_keys in zip(works, wanted, strict=True):
+            hits = {i for key in item_keys for i in by_key.get(key, ())}
             w.stored = [found[i] for i in sorted(hits)]
 
     async def _build_graphs(
