@@ -8,12 +8,13 @@ between search and fetch) is dropped rather than returned dangling.
 
 An entity's ``document_ids`` in a recall result are the result's documents whose returned
 chunks mention it (its full source list is ``Khora.get_entity(..., include_sources=True)``).
-The chunks' documents are fetched while the graph is read, so the store is visited in at
-most three sequential steps: chunk entities + chunk documents, the relationships among the
-kept entities, and the documents of relationships stated in other documents (on the
-multi-hop development corpora, nearly every result has some). Reading the relationships
-among all of the chunks' entities in the first step instead saves a step but returns
-several times more relationships than are kept, and was slower on PostgreSQL + Neo4j.
+The chunks' documents are fetched while the graph is read (``GraphStore.chunk_graph``: the
+chunks' entities, the ones kept, and the relationships among those; one round trip on
+Neo4j), so the store is visited in at most two sequential steps: that, then the documents
+of relationships stated in other documents (on the multi-hop development corpora, nearly
+every result has some). Reading the relationships among all of the chunks' entities
+instead of the kept ones returns several times more relationships than are kept, and was
+slower on PostgreSQL + Neo4j.
 """
 
 from __future__ import annotations
@@ -79,39 +80,32 @@ async def assemble(
     """Entities of the chunks, relationships among them, and every cited document.
 
     Entities are ordered by how many returned chunks mention them, then by their link
-    score, then by their total mention count; at most ``max_entities`` are kept.
+    score, then by their total mention count (``storage.chunk_graph.rank_chunk_entities``);
+    at most ``max_entities`` are kept.
     """
     entity_scores = entity_scores or {}
     chunk_ids = [c.id for c in chunks]
     chunk_docs = list(dict.fromkeys(c.document_id for c in chunks))
-    if chunk_ids:
-        chunk_entities, documents = await asyncio.gather(
-            stack.graph.entities_for_chunks(namespace_id, chunk_ids),
-            fetch_documents(stack, namespace_id, chunk_docs),
-        )
-    else:
-        chunk_entities, documents = {}, {}
-    seen_in: dict[str, int] = {}
-    by_id: dict[str, Entity] = {}
+    if not chunk_ids:
+        return Assembled()
+    graph, documents = await asyncio.gather(
+        stack.graph.chunk_graph(
+            namespace_id,
+            chunk_ids,
+            entity_scores=entity_scores,
+            max_entities=max_entities,
+            max_relationships=max_relationships,
+        ),
+        fetch_documents(stack, namespace_id, chunk_docs),
+    )
+    chunk_entities, ranked, relationships = graph.chunk_entities, graph.entities, graph.relationships
     entity_docs: dict[str, list[str]] = {}
     for chunk in chunks:
         for e in chunk_entities.get(chunk.id, []):
-            by_id.setdefault(e.id, e)
-            seen_in[e.id] = seen_in.get(e.id, 0) + 1
             docs = entity_docs.setdefault(e.id, [])
             if chunk.document_id not in docs:
                 docs.append(chunk.document_id)
-    ranked = sorted(
-        by_id.values(),
-        key=lambda e: (-seen_in[e.id], -entity_scores.get(e.id, 0.0), -e.mention_count, e.name),
-    )[:max_entities]
-    entity_ids = [e.id for e in ranked]
 
-    relationships = (
-        await stack.graph.relationships_among(namespace_id, entity_ids, limit=max_relationships)
-        if entity_ids
-        else []
-    )
     more = [r.document_id for r in relationships if r.document_id not in documents]
     if more:
         documents.update(await fetch_documents(stack, namespace_id, more))

@@ -20,7 +20,7 @@ pgvector documents/vectors/BM25, Neo4j graph).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
 
 __all__ = [
+    "ChunkGraph",
     "DocumentStore",
     "EntityHit",
     "GraphStore",
@@ -77,6 +78,21 @@ class Neighbourhood:
     entities: list[Entity] = field(default_factory=list)
     relationships: list[Relationship] = field(default_factory=list)
     distance: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ChunkGraph:
+    """The graph around a set of chunks, as recall's result shows it (``GraphStore.chunk_graph``).
+
+    ``chunk_entities`` maps each chunk id to the entities it mentions (most mentions first;
+    chunks with none are absent); ``entities`` are the ones kept, best first (see
+    ``khora_core.storage.chunk_graph.rank_chunk_entities``); ``relationships`` have both
+    ends among them, heaviest first.
+    """
+
+    chunk_entities: dict[str, list[Entity]] = field(default_factory=dict)
+    entities: list[Entity] = field(default_factory=list)
+    relationships: list[Relationship] = field(default_factory=list)
 
 
 def fold(name: str) -> str:
@@ -229,6 +245,21 @@ class GraphStore(Protocol):
     async def relationships_among(
         self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
     ) -> list[Relationship]: ...
+    async def chunk_graph(
+        self,
+        namespace_id: str,
+        chunk_ids: Sequence[str],
+        *,
+        entity_scores: Mapping[str, float] | None = None,
+        max_entities: int = 30,
+        max_relationships: int = 100,
+    ) -> ChunkGraph:
+        """The chunks' entities, the ``max_entities`` best of them (by how many of the chunks
+        mention each, then ``entity_scores``, total mentions, name and id), and at most
+        ``max_relationships`` relationships among those: ``entities_for_chunks`` followed
+        by ``relationships_among``, which a store may answer in one round trip."""
+        ...
+
     async def documents_for_entities(
         self, namespace_id: str, entity_ids: Sequence[str]
     ) -> dict[str, list[str]]: ...

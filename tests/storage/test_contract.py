@@ -16,6 +16,7 @@ import pytest
 from khora_core import Khora, NamespaceNotFoundError, SearchMode
 from khora_core.errors import InvalidInputError
 from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
+from khora_core.storage.protocols import ChunkGraph
 
 DOCS = [
     {
@@ -334,6 +335,72 @@ def _doc_batch(ns: str, doc_id: str, text: str, dim: int, *, entities=(), mentio
         mentions=[Mention(entity_id=e, chunk_id=chunk_id, document_id=doc_id) for e in mentions],
         relationships=list(relationships),
     )
+
+
+async def test_chunk_graph_ranks_and_cuts_the_same_way_on_every_stack(kb: Khora, namespace: str) -> None:
+    """``GraphStore.chunk_graph``: entities by how many of the chunks mention them, then the
+    link score, total mentions, name (code point order) and id, cut at ``max_entities``;
+    relationships among the kept ones only, heaviest first then by id; the same as the
+    two-read reference (``read_chunk_graph``), and nothing from another namespace."""
+    from khora_core.storage.chunk_graph import rank_chunk_entities, read_chunk_graph
+
+    stack, dim = kb._stack, kb.engine.embedder.dimension
+    names = {
+        "z": "Zed", "alpha": "alpha", "A2": "Alpha", "beta": "beta", "zoe": "Zoë",
+        "arger": "Ärger", "emile1": "Émile", "emile2": "émile", "t2": "Twin", "t1": "Twin",
+    }  # fmt: skip
+    entities = [Entity(id=i, namespace_id=namespace, name=n, type="PERSON") for i, n in names.items()]
+    in_both = ["alpha", "A2", "beta", "zoe", "arger", "emile1", "emile2"]
+    mentions = {"d1": ["z", *in_both, "t2", "t1"], "d2": ["z", *in_both], "d3": ["z"], "d4": ["beta"]}
+
+    def rel(rid: str, s: str, t: str, w: float) -> Relationship:
+        return Relationship(
+            id=rid, namespace_id=namespace, source_id=s, target_id=t, type="KNOWS", weight=w, document_id="d3"
+        )
+
+    rels = [rel("r-b", "z", "alpha", 2.0), rel("r-a", "beta", "z", 2.0), rel("r-c", "A2", "zoe", 5.0),
+            rel("r-out", "z", "emile2", 9.0), rel("r-d", "alpha", "beta", 1.0)]  # fmt: skip
+    batches = [
+        _doc_batch(namespace, d, f"chunk of {d}", dim, entities=entities if d == "d1" else (), mentions=m)
+        for d, m in mentions.items()
+    ]
+    batches[2] = batches[2].model_copy(update={"relationships": rels})
+    await stack.write_many(namespace, batches)
+
+    chunks, scores = ["d1-c0", "d2-c0", "d3-c0"], {"alpha": 0.5}
+    everything = await stack.graph.chunk_graph(namespace, chunks, entity_scores=scores, max_entities=100)
+    order = ["z", "alpha", "beta", "A2", "zoe", "arger", "emile1", "emile2", "t1", "t2"]
+    assert [e.id for e in everything.entities] == order
+    assert [
+        e.id for e in rank_chunk_entities(chunks, everything.chunk_entities, entity_scores=scores, limit=100)
+    ] == order
+    assert sorted(everything.chunk_entities) == chunks
+    assert {e.id for e in everything.chunk_entities["d1-c0"]} == set(names)
+    assert [r.id for r in everything.relationships] == ["r-out", "r-c", "r-a", "r-b", "r-d"]
+
+    cut = await stack.graph.chunk_graph(
+        namespace, chunks, entity_scores=scores, max_entities=6, max_relationships=3
+    )
+    assert [e.id for e in cut.entities] == order[:6]
+    assert [r.id for r in cut.relationships] == ["r-c", "r-a", "r-b"]  # r-out's target was cut
+    reference = await read_chunk_graph(
+        stack.graph, namespace, chunks, entity_scores=scores, max_entities=6, max_relationships=3
+    )
+    assert [e.id for e in reference.entities] == [e.id for e in cut.entities]
+    assert [r.id for r in reference.relationships] == [r.id for r in cut.relationships]
+    assert cut.chunk_entities == reference.chunk_entities
+
+    unscored = await stack.graph.chunk_graph(namespace, ["d1-c0", "d4-c0"], max_entities=3)
+    assert [e.id for e in unscored.entities] == ["beta", "z", "A2"]  # beta: 2 chunks; z: 3 mentions
+    assert (await stack.graph.chunk_graph(namespace, [])).entities == []
+    nothing_kept = await stack.graph.chunk_graph(namespace, chunks, max_entities=0)
+    assert nothing_kept.entities == [] and nothing_kept.relationships == []
+    assert nothing_kept.chunk_entities == everything.chunk_entities
+    other = await kb.create_namespace("other", namespace_id=f"other-{uuid.uuid4().hex[:8]}")
+    try:
+        assert await stack.graph.chunk_graph(other.namespace_id, chunks) == ChunkGraph()
+    finally:
+        await kb.delete_namespace(other.namespace_id)
 
 
 async def test_write_many_lands_every_batch_or_none(kb: Khora, namespace: str) -> None:

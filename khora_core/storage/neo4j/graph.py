@@ -12,7 +12,7 @@ light.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import neo4j
@@ -22,6 +22,7 @@ from khora_core.storage.neo4j import write
 from khora_core.storage.neo4j.entity_vectors import EntityCounts, search_entity_vectors
 from khora_core.storage.neo4j.errors import translated
 from khora_core.storage.neo4j.lookups import (
+    CHUNK_GRAPH,
     CHUNK_MENTIONS,
     COUNT_ENTITIES,
     COUNT_RELATIONSHIPS,
@@ -43,7 +44,7 @@ from khora_core.storage.neo4j.records import (
 from khora_core.storage.neo4j.schema import NAME_WORDS_INDEX, ensure_schema
 from khora_core.storage.neo4j.search import GET_ENTITIES, chunks_for_entities_tx, neighbourhood_tx
 from khora_core.storage.neo4j.sessions import Sessions
-from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
+from khora_core.storage.protocols import ChunkGraph, EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.words import name_words
 
 if TYPE_CHECKING:
@@ -313,6 +314,38 @@ class Neo4jGraphStore:
             RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
         )
         return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
+
+    async def chunk_graph(
+        self,
+        namespace_id: str,
+        chunk_ids: Sequence[str],
+        *,
+        entity_scores: Mapping[str, float] | None = None,
+        max_entities: int = 30,
+        max_relationships: int = 100,
+    ) -> ChunkGraph:
+        """The chunks' entities, the best ``max_entities`` of them and the relationships
+        among those (``GraphStore.chunk_graph``), in one statement."""
+        if not chunk_ids:
+            return ChunkGraph()
+        rows = await self._db.fetch_rows(
+            CHUNK_GRAPH,
+            ns=namespace_id,
+            ids=list(set(chunk_ids)),
+            scores={str(k): float(v) for k, v in (entity_scores or {}).items()},
+            max_entities=max(0, int(max_entities)),
+            max_relationships=max(0, int(max_relationships)),
+        )
+        row = rows[0]
+        chunk_entities = {p["chunk_id"]: [entity_from_props(e) for e in p["entities"]] for p in row["chunks"]}
+        by_id = {e.id: e for ents in chunk_entities.values() for e in ents}
+        return ChunkGraph(
+            chunk_entities=chunk_entities,
+            entities=[by_id[i] for i in row["kept"]],
+            relationships=[
+                relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in row["relationships"]
+            ],
+        )
 
     async def documents_for_entities(
         self, namespace_id: str, entity_ids: Sequence[str]

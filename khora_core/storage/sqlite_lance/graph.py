@@ -12,14 +12,15 @@ Embeddings are returned by the point lookups (``get_entity``, ``get_entities``,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import ChunkHit, Entity, Relationship
-from khora_core.storage.protocols import EntityHit, Neighbourhood, SearchPage
+from khora_core.storage.chunk_graph import read_chunk_graph
+from khora_core.storage.protocols import ChunkGraph, EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.sqlite_lance.db import Database
 from khora_core.storage.sqlite_lance.documents import require_namespace
 from khora_core.storage.sqlite_lance.filtering import PreparedFilter, prepare
@@ -393,6 +394,26 @@ class SqliteGraphStore:
         params = (namespace_id, ids, ids, max(0, limit))
         return await self._db.read(
             lambda conn: [relationship_from_row(r) for r in conn.execute(RELATIONSHIPS_AMONG, params)]
+        )
+
+    async def chunk_graph(
+        self,
+        namespace_id: str,
+        chunk_ids: Sequence[str],
+        *,
+        entity_scores: Mapping[str, float] | None = None,
+        max_entities: int = 30,
+        max_relationships: int = 100,
+    ) -> ChunkGraph:
+        """The chunks' entities, the best ``max_entities`` of them and the relationships
+        among those (``GraphStore.chunk_graph``): two in-process reads."""
+        return await read_chunk_graph(
+            self,
+            namespace_id,
+            chunk_ids,
+            entity_scores=entity_scores,
+            max_entities=max_entities,
+            max_relationships=max_relationships,
         )
 
     async def documents_for_entities(
