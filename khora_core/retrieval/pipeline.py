@@ -171,8 +171,17 @@ class RecallPipeline:
                 weights=u.fusion_weights,
             )
             names = select_channels(mode, decision, enable_bm25=qc.enable_bm25_channel)
+            hyde_on = "vector" in names and should_use_hyde(
+                qc.enable_hyde,
+                complexity=decision.complexity,
+                is_temporal=u.is_temporal,
+                has_llm=self.llm is not None,
+            )
             timings["understand_ms"] = _ms(t)
             pool = max(qc.candidate_pool, limit) * (2 if time_window is not None else 1)
+            vector_pool = ranking.lone_vector_pool(
+                names, pool=pool, limit=limit, understanding=u, hyde=hyde_on, time_window=time_window
+            )
             keyword_task: asyncio.Task[ChannelResult] | None = None
             if "keyword" in names:  # needs nothing else: starts now
                 keyword_task = asyncio.ensure_future(
@@ -205,7 +214,12 @@ class RecallPipeline:
             if "vector" in names and qvec is not None:
                 vector_task = asyncio.ensure_future(
                     vector_channel(
-                        self.stack, namespace_id, qvec, limit=pool, min_similarity=min_similarity, filter=f
+                        self.stack,
+                        namespace_id,
+                        qvec,
+                        limit=vector_pool,
+                        min_similarity=min_similarity,
+                        filter=f,
                     )
                 )
                 started_tasks.append(vector_task)
@@ -254,12 +268,7 @@ class RecallPipeline:
             )
         if keyword_task is not None:
             calls["keyword"] = keyword_task
-        hyde_on = "vector" in calls and should_use_hyde(
-            qc.enable_hyde,
-            complexity=decision.complexity,
-            is_temporal=u.is_temporal,
-            has_llm=self.llm is not None,
-        )
+        hyde_on = hyde_on and "vector" in calls
         if hyde_on:
             calls["hyde"] = self._hyde(
                 query, namespace_id, limit=pool, min_similarity=min_similarity, filter=f

@@ -11,7 +11,7 @@ Relevance (``rel``) starts as the fused RRF score divided by the best one, so it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,9 @@ __all__ = [
     "diversify_and_rerank",
     "fill_embeddings",
     "fuse_and_boost",
+    "date_windows",
     "gate",
+    "lone_vector_pool",
     "mmr_window",
     "recency_head",
 ]
@@ -141,8 +143,9 @@ def fuse_and_boost(
     top = outcome.items[0].score if outcome.items and outcome.items[0].score > 0 else 1.0
     scores = [item.score / top for item in outcome.items]
     dates = [event_time(cands[c].chunk.occurred_at, cands[c].chunk.source_timestamp) for c in order]
-    windows = [r for r in understanding.temporal_refs if r.kind != "recency"]
-    scores, boosted = apply_window_boost(scores, dates, windows, boost=vc.temporal_window_boost)
+    scores, boosted = apply_window_boost(
+        scores, dates, date_windows(understanding), boost=vc.temporal_window_boost
+    )
     rel = dict(zip(order, scores, strict=True))
     order.sort(key=lambda c: -rel[c])  # stable: equal scores keep the fused order
     return Ranked(
@@ -156,6 +159,36 @@ def fuse_and_boost(
         vector_confident=confident,
         window_boosted=boosted,
     )
+
+
+def date_windows(understanding: QueryUnderstanding) -> list[Any]:
+    """The dated windows the question asks about ("in March 2023"): the soft boost's targets."""
+    return [r for r in understanding.temporal_refs if r.kind != "recency"]
+
+
+def lone_vector_pool(
+    channels: Sequence[str],
+    *,
+    pool: int,
+    limit: int,
+    understanding: QueryUnderstanding,
+    hyde: bool,
+    time_window: object | None,
+) -> int:
+    """How many hits to ask the vector channel for.
+
+    When it is the only list (VECTOR mode, or HYBRID routed without the graph; no HyDE)
+    and no date window can lift a hit from deep in it, fusion keeps its order and no stage
+    after fusion looks past the top ``max(2 * limit, 20)``: MMR and recency take
+    ``max(2n, 10)``, the cross-encoder ``max(2n, 20)``, the LLM reranker 20, with
+    ``n <= limit``. Fetching the whole ``pool`` (50) would only convert rows nobody reads:
+    VECTOR recall on PostgreSQL over 11,763 passages took 25.9 ms p50 instead of 29.1
+    (interleaved, identical results for 400 questions). The deprecated time window drops
+    hits after the search, so it keeps the whole pool.
+    """
+    if list(channels) != ["vector"] or hyde or time_window is not None or date_windows(understanding):
+        return pool
+    return min(pool, max(2 * limit, 20))
 
 
 def recency_head(

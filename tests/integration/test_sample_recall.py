@@ -56,3 +56,41 @@ async def test_hybrid_never_dilutes_a_good_vector_hit(kb: Khora, sample_ns: str)
         hybrid_first += h_ok
         assert h_ok or not v_ok, f"hybrid lost the vector channel's right top hit on {q['question']!r}"
     assert hybrid_first >= vector_first
+
+
+async def test_a_lone_vector_list_fetched_shallow_ranks_as_the_whole_pool_would(
+    kb: Khora, sample_ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VECTOR recall asks its channel for max(2 * limit, 20) hits instead of the whole
+    candidate pool (``ranking.lone_vector_pool``): the same chunks, scores, entities and
+    documents as when the whole pool is fetched."""
+    from khora_core.retrieval import ranking
+
+    def snapshot(res: Any) -> tuple:
+        return (
+            [(c.id, c.score) for c in res.chunks],
+            [e.id for e in res.entities],
+            sorted(d.id for d in res.documents),
+            res.engine_info["abstention_signals"],
+        )
+
+    questions = [q for q in load_sample_questions() if not q.get("filter")]
+    assert len(questions) >= 5
+    shallow, deep, shallow_fetches = [], [], 0
+    for q in questions:
+        for limit in (3, 10):
+            res = await kb.recall(q["question"], namespace=sample_ns, mode=SearchMode.VECTOR, limit=limit)
+            shallow.append(snapshot(res))
+            fetched = res.engine_info["channels"]["vector"]["count"]
+            dated = [r for r in res.engine_info["temporal"]["refs"] if r["kind"] != "recency"]
+            assert fetched <= (50 if dated else 20), (q["question"], fetched)
+            shallow_fetches += not dated
+    with monkeypatch.context() as m:
+        m.setattr(ranking, "lone_vector_pool", lambda channels, *, pool, **_: pool)
+        for q in questions:
+            for limit in (3, 10):
+                res = await kb.recall(q["question"], namespace=sample_ns, mode=SearchMode.VECTOR, limit=limit)
+                deep.append(snapshot(res))
+    assert shallow == deep
+    assert shallow_fetches >= len(questions)
+    assert any(s != d for s, d in zip(shallow[::2], shallow[1::2], strict=True))  # limit matters

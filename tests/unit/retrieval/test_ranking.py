@@ -101,3 +101,29 @@ def test_window_boost_lifts_chunks_dated_inside() -> None:
     ranked, _ = _ranked("What happened in Q1 2024?", chunks, [0.6, 0.58])
     assert ranked.window_boosted == 1
     assert ranked.order[0] == "in_q1"
+
+
+def test_a_lone_vector_list_is_fetched_only_as_deep_as_the_later_stages_reach() -> None:
+    now = T0
+    plain = heuristic_understanding("Who founded Northwind Robotics?", now=now)
+    dated = heuristic_understanding("What did Maya say in March 2024?", now=now)
+    recent = heuristic_understanding("What is the latest news about Northwind?", now=now)
+    assert ranking.date_windows(dated) and not ranking.date_windows(plain)
+
+    def pool(channels: list[str], u=plain, *, limit: int = 10, hyde: bool = False, window=None) -> int:
+        return ranking.lone_vector_pool(
+            channels, pool=50, limit=limit, understanding=u, hyde=hyde, time_window=window
+        )
+
+    assert pool(["vector"]) == 20  # max(2 * limit, 20)
+    assert pool(["vector"], limit=3) == 20  # the cross-encoder's and LLM reranker's 20
+    assert pool(["vector"], limit=15) == 30
+    assert pool(["vector"], limit=40) == 50  # never more than the pool
+    assert pool(["vector"], recent) == 20  # recency reorders only the head
+    # Another list to fuse with, HyDE's, a date window that may lift any hit, or the
+    # deprecated window that drops hits after the search: the whole pool.
+    assert pool(["vector", "graph"]) == 50
+    assert pool(["vector", "keyword"]) == 50
+    assert pool(["vector"], hyde=True) == 50
+    assert pool(["vector"], dated) == 50
+    assert pool(["vector"], window=(T0, None)) == 50
