@@ -75,22 +75,18 @@ def _opens_clause(text: str, sent_start: int, pos: int) -> bool:
     return not re.search(r"\w", before) or _AFTER_COLON.search(before) is not None
 
 
-@dataclass
 class _Tok:
-    start: int
-    end: int
-    text: str
+    """A word of a sentence, with the case facts the name rules read (computed once)."""
 
-    @property
-    def low(self) -> str:
-        return self.text.lower()
+    __slots__ = ("cap", "end", "low", "start", "text")
 
-    @property
-    def cap(self) -> bool:
-        t = self.text
-        if t == "I":  # the pronoun never starts or continues a name
-            return False
-        return t[0].isupper() or (t[0].islower() and any(c.isupper() for c in t[1:]))
+    def __init__(self, start: int, end: int, text: str) -> None:
+        self.start, self.end, self.text = start, end, text
+        self.low = text.lower()
+        # The pronoun "I" never starts or continues a name; "eBay" and "iPhone" do.
+        self.cap = text != "I" and (
+            text[0].isupper() or (text[0].islower() and any(c.isupper() for c in text[1:]))
+        )
 
     @property
     def allcaps(self) -> bool:
@@ -225,14 +221,14 @@ class OfflineExtractor:
         relationship_types: Sequence[str] | None = None,
     ) -> ChunkExtraction:
         """Extract one chunk synchronously."""
-        sentences = split_sentences(text)
+        sentences = [(s, e, _tokens(text, s, e)) for s, e in split_sentences(text)]
         mid_caps = {
             t.low
-            for s, e in sentences
-            for t in _tokens(text, s, e)
+            for s, _, tokens in sentences
+            for t in tokens
             if t.cap and not _opens_clause(text, s, t.start)
         }  # capitalised words seen away from a sentence or clause start: evidence they are names
-        per_sentence = [self._mentions(text, s, e, mid_caps) for s, e in sentences]
+        per_sentence = [self._mentions(text, s, e, tokens, mid_caps) for s, e, tokens in sentences]
         self._unify(per_sentence)
         allowed_e = [normalise_type(t) for t in entity_types] if entity_types else None
         allowed_r = [normalise_type(t) for t in relationship_types] if relationship_types else None
@@ -261,7 +257,9 @@ class OfflineExtractor:
 
     # -- mentions -------------------------------------------------------------------------
 
-    def _mentions(self, text: str, start: int, end: int, mid_caps: set[str]) -> list[_Mention]:
+    def _mentions(
+        self, text: str, start: int, end: int, sentence_tokens: list[_Tok], mid_caps: set[str]
+    ) -> list[_Mention]:
         found: list[_Mention] = []
         date_spans = []
         for d in find_dates(text, start, end):
@@ -269,7 +267,7 @@ class OfflineExtractor:
                 continue
             date_spans.append((d.start, d.end))
             found.append(_Mention(d.start, d.end, d.text.strip(), "DATE", d.iso))
-        tokens = [t for t in _tokens(text, start, end) if not any(s <= t.start < e for s, e in date_spans)]
+        tokens = [t for t in sentence_tokens if not any(s <= t.start < e for s, e in date_spans)]
         i = 0
         while i < len(tokens):
             if not tokens[i].cap:
