@@ -82,3 +82,21 @@ def test_name_precision_resolves_auto_for_this_cpu(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(bench, "native_bfloat16", lambda: False)
     assert bench.name_precision(inner) == "float32"
     assert bench.name_precision(object()) == "n/a"
+
+
+def _round(alone_s: float, ingest_s: float, peak: float) -> dict[str, float]:
+    return {"texts": 100, "alone_s": alone_s, "chunks": 100, "ingest_s": ingest_s, "peak_mib": peak}
+
+
+def test_repeated_rounds_report_the_median_round_and_the_highest_peak() -> None:
+    # ratios 0.5, 0.8, 0.7 (alone / ingest, as the chunk counts are equal)
+    rounds = [_round(10, 20, 900), _round(8, 10, 1200), _round(7, 10, 1000)]
+    rep = bench._representative(rounds)
+    assert rep["alone_s"] == 7 and rep["ingest_s"] == 10  # the 0.7 round, not the best one
+    assert rep["median_ratio"] == pytest.approx(0.7)
+    assert rep["peak_mib"] == 1200 and rep["rounds"] == rounds
+    # an even count reports the lower middle round (0.5, 0.7, 0.8, 0.9 -> 0.7)
+    rep = bench._representative([*rounds, _round(9, 10, 800)])
+    assert rep["median_ratio"] == pytest.approx(0.7)
+    # one round is its own median
+    assert bench._representative(rounds[:1])["median_ratio"] == pytest.approx(0.5)
