@@ -31,8 +31,8 @@ before each stack on Linux); it includes the embedding model and torch. The Post
 Neo4j servers' memory is not counted.
 
 On these shared 2-core machines one round's ratio moves by several hundredths from run to
-run (HotpotQA, embedded store, the same code, 2026-12-03: 0.63 to 0.82 over eight runs, most
-of it in the embedder-alone time), so compare medians: ``--repeat N`` runs N rounds per stack
+run (HotpotQA, embedded store, the same code, 2026-12-03: 0.63 to 0.93 over thirteen rounds,
+most of it in the embedder-alone time), so compare medians: ``--repeat N`` runs N rounds per stack
 (each: the embedder alone, then ``remember_batch`` into a fresh namespace), lists them, and
 reports the median round (the lower middle one for an even N) in the tables; peak memory is
 the highest of any round.
@@ -491,6 +491,8 @@ def main() -> None:
     parser.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, not {args.repeat}")
     if args.child_json:
         Path(args.child_json).write_text(json.dumps(asyncio.run(child_async(args))))
     else:
