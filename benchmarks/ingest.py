@@ -370,7 +370,7 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
                 round(r["documents"] / r["ingest_s"], 1),
                 round(rate, 1),
                 round(alone, 1),
-                round(rate / alone, 3),
+                round(_ratio(r), 3),
                 target[name],
                 round(r["base_mib"]),
                 round(r["peak_mib"]),
