@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -506,6 +507,30 @@ async def test_upsert_graph_and_delete_entities(
         "MATCH (a:EntityAlias {namespace_id: $ns}) RETURN count(a) AS n", {"ns": ns}
     )
     assert records[0]["n"] == 0  # the alias node went with its entity
+
+
+async def test_vectors_reach_the_server_whole_and_stay_out_of_the_driver_log(
+    store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver writes every statement's parameters into its debug line; Khora's statement
+    parameters name their lists' lengths there (``params.quiet``), and the server still gets
+    every float."""
+    ns = graph_namespace
+    vectors = {f"v{i}": unit(500 + i) for i in range(3)}
+    with caplog.at_level(logging.DEBUG, logger="neo4j"):
+        await store.upsert_graph(
+            ns, entities=[Entity(id=k, namespace_id=ns, name=k, embedding=v) for k, v in vectors.items()]
+        )
+        hits = await store.search_entities_by_vector(ns, vectors["v1"], limit=1)
+    runs = [r.getMessage() for r in caplog.records if " C: RUN " in r.getMessage()]
+    assert any("'rows': <list of 3>" in m for m in runs)  # the entity rows
+    assert any("'vectors': <list of 1>" in m for m in runs)  # the question's vector
+    assert not any(repr(v[0]) in m for m in runs for v in vectors.values())
+    records, _, _ = await neo4j_driver.execute_query(
+        "MATCH (e:Entity {namespace_id: $ns}) RETURN e.id AS id, e.embedding AS v", {"ns": ns}
+    )
+    assert {r["id"]: r["v"] for r in records} == vectors
+    assert [h.entity.id for h in hits] == ["v1"] and math.isclose(hits[0].score, 1.0, abs_tol=1e-4)
 
 
 async def test_schema_is_idempotent_and_checks_dimension(store: Neo4jGraphStore, neo4j_driver: Any) -> None:

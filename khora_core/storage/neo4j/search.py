@@ -12,6 +12,7 @@ from typing import Any
 from neo4j import AsyncManagedTransaction, AsyncSession
 
 from khora_core.models import ChunkHit, Relationship
+from khora_core.storage.neo4j.params import quiet
 from khora_core.storage.neo4j.records import (
     ENTITY_FIELDS,
     chunk_from_props,
@@ -83,7 +84,7 @@ async def records_of(
 ) -> list[dict[str, Any]]:
     """Every record of a statement, as dicts (for statements that return a record or a few),
     in a managed transaction or, through a session, an auto-commit one."""
-    result = await tx.run(query, params)
+    result = await tx.run(query, quiet(params))
     return await result.data()
 
 
@@ -95,7 +96,7 @@ async def rows_of(
     The async driver spends about 50 us on each streamed record (a few event-loop turns
     per message): 300 relationships cost 20 ms as records and 8 ms as one list.
     """
-    result = await tx.run(query, params)
+    result = await tx.run(query, quiet(params))
     record = await result.single(strict=False)
     return record["rows"] if record is not None else []
 

@@ -24,6 +24,7 @@ from neo4j import AsyncManagedTransaction
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import Entity, Mention, Relationship, WriteBatch
+from khora_core.storage.neo4j.params import quiet
 from khora_core.storage.neo4j.records import (
     chunk_props,
     day_key,
@@ -209,13 +210,13 @@ RETURN count(*) AS n
 
 
 async def _single(tx: AsyncManagedTransaction, query: str, **params: Any) -> dict[str, Any]:
-    result = await tx.run(query, params)
+    result = await tx.run(query, quiet(params))
     record = await result.single()
     return dict(record) if record is not None else {}
 
 
 async def _run(tx: AsyncManagedTransaction, query: str, **params: Any) -> None:
-    result = await tx.run(query, params)
+    result = await tx.run(query, quiet(params))
     await result.consume()
 
 
