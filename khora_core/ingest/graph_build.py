@@ -197,6 +197,14 @@ def assemble_graph(
         for name in (ent.name, *ent.aliases):
             targets.setdefault(name, ent.id)
     matcher = KeywordMatcher(n for n in targets if len(normalise_name(n)) >= 2)
+    resolved_ids: dict[str, str | None] = {}
+
+    def resolved_id(name: str) -> str | None:
+        """The id of the entity an extracted name resolved to (worked out once per name)."""
+        if name not in resolved_ids:
+            resolved = resolution.lookup(name)
+            resolved_ids[name] = resolved.id(namespace_id) if resolved is not None else None
+        return resolved_ids[name]
 
     per_chunk: dict[str, Counter[str]] = {}
     for cid, text in zip(chunk_ids, chunk_texts, strict=True):
@@ -206,9 +214,8 @@ def assemble_graph(
         extraction = extractions.get(cid)
         if extraction is not None and not extraction.failed:
             for mention in extraction.entities:
-                resolved = resolution.lookup(mention.name)
-                if resolved is not None:
-                    eid = resolved.id(namespace_id)
+                eid = resolved_id(mention.name)
+                if eid is not None:
                     counts[eid] = max(counts[eid], 1)
         if counts:
             per_chunk[cid] = counts
@@ -246,11 +253,8 @@ def assemble_graph(
         if extraction is None or extraction.failed:
             continue
         for rel in extraction.relations:
-            src, tgt = resolution.lookup(rel.source), resolution.lookup(rel.target)
-            if src is None or tgt is None:
-                continue
-            sid, tid = src.id(namespace_id), tgt.id(namespace_id)
-            if sid == tid:
+            sid, tid = resolved_id(rel.source), resolved_id(rel.target)
+            if sid is None or tid is None or sid == tid:
                 continue
             rid = relationship_id(namespace_id, sid, rel.type, tid, document_id)
             if rid in relationships:
