@@ -6,7 +6,8 @@ entities -> resolve entities -> keyword-link every chunk to the known names -> e
 entity names -> build mentions and relationships -> ONE ``stack.write`` that lands
 everything (and removes the documents it replaces, same ``external_id``) or nothing.
 
-``remember_batch`` chunks every item first, then works through them in *windows* of
+``remember_batch`` looks the items' content hashes up in one call (not one per item),
+chunks every item, then works through them in *windows* of
 about one embedding slice of chunks (``max(256, 8 * embedding.batch_size)``). Per window:
 embed its chunks in one call; per item (bounded concurrency) select the skeleton core and
 extract; look up the stored entities that the window's items may name, in one call (one
@@ -254,17 +255,23 @@ class IngestPipeline:
                 last_by_external[work.inp.external_id] = work
             live.append(work)
 
-        async def dedup(work: WorkItem) -> None:
-            async with limit:
-                try:
-                    existing = await self.stack.documents.find_document_by_hash(namespace_id, work.hash)
-                except Exception as exc:
-                    settle(work, as_khora_error(exc, work.index))
-                    return
-            if existing is not None:
-                settle(
-                    work, RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True)
+        async def dedup(works: list[WorkItem]) -> None:
+            """Settle the items whose content the namespace holds already (one lookup)."""
+            try:
+                stored = await self.stack.documents.find_documents_by_hashes(
+                    namespace_id, [w.hash for w in works]
                 )
+            except Exception as exc:
+                for work in works:
+                    settle(work, as_khora_error(exc, work.index))
+                return
+            for work in works:
+                existing = stored.get(work.hash)
+                if existing is not None:
+                    settle(
+                        work,
+                        RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True),
+                    )
 
         async def follow(work: WorkItem, original: WorkItem) -> None:
             await original.done.wait()
@@ -282,7 +289,7 @@ class IngestPipeline:
         followed = [asyncio.ensure_future(follow(w, o)) for w, o in followers]
         writing: asyncio.Future[None] | None = None  # the previous window's write
         try:
-            await asyncio.gather(*(dedup(w) for w in live))
+            await dedup(live)
             live = [w for w in live if w.outcome is None]
             for work in live:
                 work.spans = chunk_text(

@@ -101,6 +101,32 @@ async def test_dedup_and_replace_by_external_id(kb: Khora, namespace: str) -> No
     assert all("September" in c.content for c in res.chunks) and res.chunks
 
 
+async def test_documents_by_hashes_finds_each_stored_hash_in_the_namespace_only(
+    kb: Khora, namespace: str
+) -> None:
+    from khora_core.ingest.dedup import content_hash
+
+    other = (await kb.create_namespace("hash-neighbour")).namespace_id
+    texts = ["Project Heron ships in May.", "Project Osprey ships in June."]
+    kept = [await kb.remember(t, namespace=namespace) for t in texts]
+    await kb.remember("Only the neighbour knows this.", namespace=other)
+    docs = kb.engine.stack.documents
+    hashes = [content_hash(t) for t in texts]
+    # More unknown hashes than one query takes, the known ones last and one repeated.
+    unknown = [f"{i:064x}" for i in range(1500)]
+    found = await docs.find_documents_by_hashes(namespace, [*unknown, hashes[1], *hashes])
+    assert {h: d.id for h, d in found.items()} == {
+        h: r.document_id for h, r in zip(hashes, kept, strict=True)
+    }
+    assert all(d.namespace_id == namespace and d.content_hash in hashes for d in found.values())
+    assert (
+        await docs.find_documents_by_hashes(namespace, [content_hash("Only the neighbour knows this.")]) == {}
+    )
+    assert await docs.find_documents_by_hashes(namespace, []) == {}
+    for h in hashes:  # the same document the single lookup finds
+        assert (await docs.find_document_by_hash(namespace, h)).id == found[h].id  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("mode", [SearchMode.VECTOR, SearchMode.KEYWORD, SearchMode.GRAPH, SearchMode.ALL])
 async def test_filters_hold_on_every_channel(kb: Khora, namespace: str, mode: SearchMode) -> None:
     await _load(kb, namespace)

@@ -111,6 +111,26 @@ class PostgresDocumentStore:
         )
         return document_from_row(row) if row else None
 
+    async def find_documents_by_hashes(
+        self, namespace_id: str, content_hashes: Sequence[str]
+    ) -> dict[str, Document]:
+        """``{content_hash: the earliest stored document with it}`` for the hashes the
+        namespace holds (one statement per :data:`ID_BATCH` hashes)."""
+        wanted = _unique(content_hashes)
+        found: dict[str, Document] = {}
+        for i in range(0, len(wanted), ID_BATCH):
+            rows = await self._pool.fetch(
+                f"SELECT DISTINCT ON (d.content_hash) {DOCUMENT_COLUMNS} FROM khora_documents d "
+                "WHERE d.namespace_id = $1 AND d.content_hash = ANY($2::text[]) "
+                "ORDER BY d.content_hash, d.created_at, d.id",
+                namespace_id,
+                wanted[i : i + ID_BATCH],
+            )
+            for row in rows:
+                doc = document_from_row(row)
+                found[doc.content_hash] = doc
+        return found
+
     async def find_documents_by_external_id(self, namespace_id: str, external_id: str) -> list[Document]:
         rows = await self._pool.fetch(
             f"SELECT {DOCUMENT_COLUMNS} FROM khora_documents d "

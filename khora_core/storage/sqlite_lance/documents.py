@@ -28,6 +28,8 @@ from khora_core.storage.sqlite_lance.schema import (
 )
 
 _SYS_COLS = ", ".join(SYSTEM_COLUMNS)
+#: Most content hashes in one ``find_documents_by_hashes`` query.
+HASH_BATCH = 1000
 _SYS_MARKS = ", ".join("?" for _ in SYSTEM_COLUMNS)
 
 
@@ -81,6 +83,27 @@ class SqliteDocumentStore:
             return None if row is None else document_from_row(row)
 
         return await self._db.read(run)
+
+    async def find_documents_by_hashes(
+        self, namespace_id: str, content_hashes: Sequence[str]
+    ) -> dict[str, Document]:
+        """``{content_hash: the earliest stored document with it}`` for the hashes the
+        namespace holds (one query per :data:`HASH_BATCH` hashes)."""
+        wanted = list(dict.fromkeys(content_hashes))
+
+        def run(conn: sqlite3.Connection) -> dict[str, Document]:
+            sql = (
+                f"SELECT {DOCUMENT_SELECT} FROM documents d WHERE d.namespace_id = ? "
+                f"AND d.content_hash IN {IN_JSON} ORDER BY d.created_at, d.id"
+            )
+            found: dict[str, Document] = {}
+            for lo in range(0, len(wanted), HASH_BATCH):
+                for row in conn.execute(sql, (namespace_id, json_ids(wanted[lo : lo + HASH_BATCH]))):
+                    doc = document_from_row(row)
+                    found.setdefault(doc.content_hash, doc)
+            return found
+
+        return await self._db.read(run) if wanted else {}
 
     async def find_documents_by_external_id(self, namespace_id: str, external_id: str) -> list[Document]:
         def run(conn: sqlite3.Connection) -> list[Document]:
