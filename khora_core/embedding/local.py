@@ -232,7 +232,7 @@ def _token_ids(model: Any, texts: list[str], tokenizer_lock: threading.RLock) ->
             ids = tokenizer(texts, return_attention_mask=False, return_token_type_ids=False, **limits)[
                 "input_ids"
             ]
-        return [list(row) for row in ids]
+        return list(ids)  # one list of ids per text (no tensors were asked for)
     except Exception:  # batching by length is an optimisation only
         return None
 

@@ -1,4 +1,5 @@
-"""Content hashing for deduplication within a namespace, and the document ids built on it."""
+"""Content hashing for deduplication within a namespace, the document ids built on it, and
+the lookup that settles a batch's items whose content is stored already."""
 
 from __future__ import annotations
 
@@ -6,8 +7,16 @@ import hashlib
 import re
 import unicodedata
 import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-__all__ = ["content_hash", "document_id", "normalise_content"]
+from khora_core.ingest.items import BatchOutcome, WorkItem, as_khora_error
+from khora_core.models import RememberResult
+
+if TYPE_CHECKING:
+    from khora_core.storage.protocols import StorageStack
+
+__all__ = ["content_hash", "document_id", "normalise_content", "settle_stored"]
 
 #: The uuid5 namespace of document ids.
 KHORA_DOCUMENT_NAMESPACE = uuid.UUID("3b9a6f52-4c1d-5e8f-a2b7-646f63756d65")
@@ -36,3 +45,24 @@ def document_id(namespace_id: str, digest: str) -> str:
     there, and the same input gets the same document, chunk and relationship ids in every
     store and on every ingest (rankings that break exact ties by id then agree)."""
     return str(uuid.uuid5(KHORA_DOCUMENT_NAMESPACE, f"{namespace_id}\x00{digest}"))
+
+
+async def settle_stored(
+    stack: StorageStack,
+    namespace_id: str,
+    works: Sequence[WorkItem],
+    settle: Callable[[WorkItem, BatchOutcome], None],
+) -> None:
+    """Settle, as duplicates, the items whose content the namespace holds already: one
+    lookup for all of them (``find_documents_by_hashes``). A failed lookup settles every
+    item with that error."""
+    try:
+        stored = await stack.documents.find_documents_by_hashes(namespace_id, [w.hash for w in works])
+    except Exception as exc:
+        for work in works:
+            settle(work, as_khora_error(exc, work.index))
+        return
+    for work in works:
+        existing = stored.get(work.hash)
+        if existing is not None:
+            settle(work, RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True))

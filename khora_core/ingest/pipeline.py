@@ -46,7 +46,7 @@ from khora_core.embedding.base import Embedder
 from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError
 from khora_core.ingest.candidates import candidate_names
 from khora_core.ingest.chunking import TextSpan, chunk_text
-from khora_core.ingest.dedup import content_hash, document_id
+from khora_core.ingest.dedup import content_hash, document_id, settle_stored
 from khora_core.ingest.extract_base import ChunkExtraction, Extractor
 from khora_core.ingest.graph_build import (
     assemble_graph,
@@ -255,24 +255,6 @@ class IngestPipeline:
                 last_by_external[work.inp.external_id] = work
             live.append(work)
 
-        async def dedup(works: list[WorkItem]) -> None:
-            """Settle the items whose content the namespace holds already (one lookup)."""
-            try:
-                stored = await self.stack.documents.find_documents_by_hashes(
-                    namespace_id, [w.hash for w in works]
-                )
-            except Exception as exc:
-                for work in works:
-                    settle(work, as_khora_error(exc, work.index))
-                return
-            for work in works:
-                existing = stored.get(work.hash)
-                if existing is not None:
-                    settle(
-                        work,
-                        RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True),
-                    )
-
         async def follow(work: WorkItem, original: WorkItem) -> None:
             await original.done.wait()
             first = original.outcome
@@ -289,7 +271,7 @@ class IngestPipeline:
         followed = [asyncio.ensure_future(follow(w, o)) for w, o in followers]
         writing: asyncio.Future[None] | None = None  # the previous window's write
         try:
-            await dedup(live)
+            await settle_stored(self.stack, namespace_id, live, settle)
             live = [w for w in live if w.outcome is None]
             for work in live:
                 work.spans = chunk_text(
