@@ -7,6 +7,7 @@ per document), so the embedding cache is shared between all benchmarks.
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import shutil
@@ -116,6 +117,22 @@ def reset_peak_rss() -> bool:
 def peak_rss_mib() -> float:
     """Peak resident memory of this process since start (or the last reset), in MiB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def machine_busy_seconds(stat: str | Path = "/proc/stat") -> float | None:
+    """CPU-seconds the whole machine has spent busy since boot, all cores together (Linux
+    ``/proc/stat``: user, nice, system, irq, softirq and steal time; idle and I/O wait are
+    not busy), or None where that file is missing. It counts every process, the database
+    servers included, so a difference between two readings is the work of everything that
+    ran between them."""
+    try:
+        fields = Path(stat).read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def remove_dir(path: Any) -> None:

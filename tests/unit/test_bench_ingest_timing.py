@@ -4,6 +4,7 @@ names' share is kept apart (the "of which names s" and "ceiling ratio" columns).
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -100,3 +101,33 @@ def test_repeated_rounds_report_the_median_round_and_the_highest_peak() -> None:
     assert rep["median_ratio"] == pytest.approx(0.7)
     # one round is its own median
     assert bench._representative(rounds[:1])["median_ratio"] == pytest.approx(0.5)
+
+
+def test_machine_busy_seconds_counts_busy_time_only(tmp_path) -> None:
+    from benchmarks._corpora import machine_busy_seconds
+
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text(
+        f"cpu  {3 * hz} {hz} {2 * hz} {500 * hz} {40 * hz} 0 {hz} 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+    )
+    assert machine_busy_seconds(stat) == pytest.approx(7.0)
+    assert machine_busy_seconds(tmp_path / "missing") is None
+    stat.write_text("intr 1 2 3\n")
+    assert machine_busy_seconds(stat) is None
+
+
+def test_cpu_ratio_is_per_machine_cpu_second() -> None:
+    r = {
+        "chunks": 1000,
+        "texts": 1000,
+        "alone_s": 10.0,
+        "ingest_s": 14.0,
+        "alone_cpu_s": 20.0,
+        "ingest_cpu_s": 25.0,
+    }
+    assert bench._cpu_ratio(r) == pytest.approx(0.8)
+    assert bench._ratio(r) == pytest.approx(10 / 14)
+    assert bench._cpu_ratio({**r, "ingest_cpu_s": None}) == "n/a"
+    assert bench._cpu_ratio({k: v for k, v in r.items() if k != "alone_cpu_s"}) == "n/a"
