@@ -49,7 +49,10 @@ class CachedEmbedder:
         self.misses = 0
 
     def _key(self, text: str, kind: str) -> str:
-        return hashlib.sha256(f"{self.inner.name}|{kind}|{text}".encode()).hexdigest()
+        # Vectors of a bfloat16 pass (EmbeddingConfig.precision) are kept apart.
+        precision = getattr(self.inner, "precision", "float32")
+        model = self.inner.name if precision == "float32" else f"{self.inner.name}@{precision}"
+        return hashlib.sha256(f"{model}|{kind}|{text}".encode()).hexdigest()
 
     async def _embed(self, texts: Sequence[str], kind: str) -> list[list[float]]:
         keys = [self._key(t, kind) for t in texts]

@@ -70,7 +70,7 @@ from benchmarks._corpora import (
 from khora_core import Khora
 from khora_core.embedding.base import embed_names
 from khora_core.embedding.factory import build_embedder
-from khora_core.embedding.local import native_bfloat16
+from khora_core.embedding.precision import native_bfloat16
 from khora_core.ingest.chunking import TextSpan, chunk_text
 from khora_core.models import RememberResult
 
@@ -272,6 +272,7 @@ async def _round(
         "embed_s": timed.seconds,
         "names_s": timed.name_seconds,
         "name_precision": name_precision(embedder),
+        "chunk_precision": name_precision(embedder, "precision"),
         "embed_texts": timed.texts,
         "embed_calls": timed.calls,
         "entities": stats.entities,
@@ -312,10 +313,11 @@ def _representative(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def name_precision(embedder: Any) -> str:
-    """The precision entity names are encoded at: ``EmbeddingConfig.name_precision``, with
-    ``auto`` resolved for this CPU (bfloat16 only where it is native)."""
-    configured = getattr(embedder, "name_precision", None)
+def name_precision(embedder: Any, setting: str = "name_precision") -> str:
+    """The precision entity names are encoded at: ``EmbeddingConfig.name_precision`` (or the
+    ``setting`` given, such as ``precision`` for chunks), with ``auto`` resolved for this CPU
+    (bfloat16 only where it is native)."""
+    configured = getattr(embedder, setting, None)
     if configured is None:
         return "n/a"
     if configured == "auto":
@@ -486,6 +488,7 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
             "other texts (entity names)",
             "of which names s",
             "name precision",
+            "chunk precision",
             "rest s",
             "ceiling ratio",
         ],
@@ -500,6 +503,7 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
                 r["embed_texts"] - r["chunks"],
                 round(r["names_s"], 1),
                 r["name_precision"],
+                r.get("chunk_precision", "n/a"),
                 round(r["ingest_s"] - r["embed_s"], 1),
                 round(r["alone_s"] / (r["alone_s"] + r["names_s"]), 3),
             ]

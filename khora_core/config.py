@@ -91,8 +91,12 @@ class EmbeddingConfig(_Section):
     query_threads: int | None = Field(default=1, ge=1)
     #: Precision of a local model's forward pass for entity names (``embed_names``):
     #: ``"auto"`` uses bfloat16 on CPUs that compute it natively (AVX512-BF16 or AMX), else
-    #: float32. Chunks and questions are always encoded in float32.
+    #: float32.
     name_precision: Literal["auto", "float32", "bfloat16"] = "auto"
+    #: The same for chunks and questions, float32 unless asked: on such CPUs bfloat16
+    #: encodes chunks about twice as fast, at cosine 0.999 or more with the float32 vectors
+    #: (vectors of either precision can share a namespace).
+    precision: Literal["auto", "float32", "bfloat16"] = "float32"
 
 
 class LLMConfig(_Section):

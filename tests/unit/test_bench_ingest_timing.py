@@ -83,6 +83,8 @@ def test_name_precision_resolves_auto_for_this_cpu(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(bench, "native_bfloat16", lambda: False)
     assert bench.name_precision(inner) == "float32"
     assert bench.name_precision(object()) == "n/a"
+    inner.precision = "bfloat16"  # chunks and questions (EmbeddingConfig.precision)
+    assert bench.name_precision(inner, "precision") == "bfloat16"
 
 
 def _round(alone_s: float, ingest_s: float, peak: float) -> dict[str, float]:

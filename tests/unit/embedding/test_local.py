@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
@@ -122,11 +123,65 @@ async def test_names_in_bfloat16_stay_within_cosine_0_999_and_float32_names_are_
     assert await embedder.embed_names([]) == []
 
 
-def test_an_unknown_name_precision_is_a_config_error() -> None:
+class _CountingEncoder:
+    """Wraps a traced encoder and records ``label`` for each call."""
+
+    def __init__(self, inner: Any, label: str, calls: list[str]) -> None:
+        self.inner, self.label, self.calls = inner, label, calls
+
+    def encode(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(self.label)
+        return self.inner.encode(*args, **kwargs)
+
+
+async def test_chunks_and_questions_in_bfloat16_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``precision="bfloat16"`` encodes chunks (a large call) and a question (a small one)
+    through the bfloat16 trace, within cosine 0.999 of float32; names keep their own
+    setting; the default stays float32."""
+    from khora_core.embedding import local
+
+    texts = [
+        f"Passage {i}: Maya Chen led the storage work at Northwind Robotics in {1990 + i}." for i in range(70)
+    ]
+    question = "Who led the storage work at Northwind Robotics?"
+    names = ["Maya Chen", "Northwind Robotics"]
+    default = SentenceTransformerEmbedder()
+    assert default.precision == "float32"
+    exact = np.asarray(await default.embed_documents(texts))
+    exact_q = np.asarray(await default.embed_query(question))
+    exact_names = np.asarray(await default.embed_documents(names))
+
+    embedder = SentenceTransformerEmbedder(precision="bfloat16", name_precision="float32")
+    model, locks = embedder._model()
+    embedder._traced(model, locks, bf16=True)  # both traces built before they are watched
+    calls: list[str] = []
+    monkeypatch.setitem(
+        local._TRACED, id(model), _CountingEncoder(local._TRACED[id(model)], "float32", calls)
+    )
+    monkeypatch.setitem(
+        local._TRACED_BF16, id(model), _CountingEncoder(local._TRACED_BF16[id(model)], "bfloat16", calls)
+    )
+    reduced = np.asarray(await embedder.embed_documents(texts))
+    reduced_q = np.asarray(await embedder.embed_query(question))
+    assert calls and set(calls) == {"bfloat16"}
+    calls.clear()
+    assert np.array_equal(np.asarray(await embedder.embed_names(names)), exact_names)
+    assert set(calls) == {"float32"}
+    assert not np.array_equal(reduced, exact)
+    assert ((reduced * exact).sum(1) >= 0.999).all()
+    assert float(reduced_q @ exact_q) >= 0.999
+
+
+def test_an_unknown_precision_is_a_config_error() -> None:
+    from khora_core.config import KhoraConfig
     from khora_core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="KHORA_EMBEDDING_NAME_PRECISION"):
         SentenceTransformerEmbedder(name_precision="float16")
+    with pytest.raises(ConfigError, match="KHORA_EMBEDDING_PRECISION"):
+        SentenceTransformerEmbedder(precision="float16")
+    embedder = SentenceTransformerEmbedder.from_config(KhoraConfig(embedding={"precision": "auto"}).embedding)
+    assert embedder.precision == "auto"
 
 
 async def test_a_small_call_does_not_wait_for_a_large_one_and_concurrent_calls_agree() -> None:
