@@ -60,10 +60,10 @@ import numpy as np
 
 from khora_core.config import DEFAULT_EMBEDDING_MODEL, EmbeddingConfig
 from khora_core.embedding._traced import TracedEncoder, trace_encoder
-from khora_core.embedding.precision import checked_precision, native_bfloat16, wants_bfloat16
+from khora_core.embedding.precision import checked_precision, wants_bfloat16
 from khora_core.errors import ConfigError, MissingExtraError
 
-__all__ = ["SentenceTransformerEmbedder", "default_model_path", "native_bfloat16", "resolve_model_path"]
+__all__ = ["SentenceTransformerEmbedder", "default_model_path", "resolve_model_path"]
 
 #: Names that mean "the packaged all-MiniLM-L6-v2" (compared case-insensitively).
 _PACKAGED_ALIASES = frozenset({"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"})
