@@ -46,8 +46,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from khora_core.filters.ast import And, DateValue, Leaf, Node, Nor, Not, Or
 from khora_core.filters.dates import datetime_to_us, iso_to_us
+from khora_core.filters.tree import And, DateValue, Leaf, Node, Nor, Not, Or
 
 __all__ = ["MISSING", "evaluate", "json_equal", "resolve"]
 

@@ -1,4 +1,4 @@
-"""Parse and validate a recall-filter dict into the tree of ``ast.py``.
+"""Parse and validate a recall-filter dict into the tree of ``tree.py``.
 
 Validation collects every problem it can find and raises one
 ``RecallFilterValidationError`` whose ``errors`` entries carry a ``path`` (where in the
@@ -34,7 +34,8 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from khora_core.errors import RecallFilterValidationError
-from khora_core.filters.ast import (
+from khora_core.filters.dates import DateParseError, datetime_to_us, parse_iso_operand, us_to_datetime
+from khora_core.filters.tree import (
     BLOB_OPERATORS,
     COMPARISON_OPERATORS,
     DATE_KEY_OPERATORS,
@@ -53,7 +54,6 @@ from khora_core.filters.ast import (
     Or,
     key_group,
 )
-from khora_core.filters.dates import DateParseError, datetime_to_us, parse_iso_operand, us_to_datetime
 from khora_core.models import SYSTEM_DATE_KEYS, SYSTEM_STRING_KEYS
 
 __all__ = ["MAX_INT", "MAX_PATH_SEGMENTS", "parse_node"]
