@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from khora_core.errors import InvalidInputError, KhoraError
-from khora_core.models import RememberResult, SearchMode
+from khora_core.models import SearchMode
+from khora_core.render import summarize_batch
 
 __all__ = ["collect_files", "main", "summarize_batch"]
 
@@ -84,66 +85,6 @@ def _file_item(path: Path, extra: dict[str, Any]) -> dict[str, Any]:
         "source_timestamp": modified,
         **extra,
     }
-
-
-# -- batch results ----------------------------------------------------------------------------
-def _outcome(entry: Any) -> tuple[RememberResult | None, str | None]:
-    """One batch entry as ``(result, error message)``; exactly one of them is set."""
-    if isinstance(entry, RememberResult):
-        return entry, None
-    if isinstance(entry, BaseException):
-        return None, str(entry) or type(entry).__name__
-    result = getattr(entry, "result", None)
-    error = getattr(entry, "error", None)
-    if isinstance(result, RememberResult):
-        return result, None
-    if error is not None:
-        return None, str(error) or type(error).__name__
-    return None, "no result"
-
-
-def _entries(batch: Any) -> list[Any]:
-    for attr in ("items", "results", "outcomes"):
-        value = getattr(batch, attr, None)
-        if isinstance(value, (list, tuple)):
-            return list(value)
-    return list(batch)
-
-
-def summarize_batch(batch: Any, labels: Sequence[str]) -> tuple[str, int]:
-    """Summarise a ``BatchResult``: stored / duplicates / failed (with reasons).
-
-    Args:
-        batch: what ``Khora.remember_batch`` returned.
-        labels: one label per submitted item (a file path), in order.
-
-    Returns:
-        The summary text and the number of failed items.
-    """
-    stored = duplicates = chunks = entities = relationships = replaced = 0
-    failures: list[str] = []
-    for label, entry in zip(labels, _entries(batch), strict=True):
-        result, error = _outcome(entry)
-        if result is None:
-            failures.append(f"  {label}: {error}")
-        elif result.duplicate:
-            duplicates += 1
-        else:
-            stored += 1
-            chunks += len(result.chunk_ids)
-            entities += result.entity_count
-            relationships += result.relationship_count
-            replaced += len(result.replaced_document_ids)
-    lines = [
-        f"stored {stored} document(s) in {chunks} chunks"
-        + (f", replacing {replaced} older version(s)" if replaced else ""),
-        f"extracted {entities} entities and {relationships} relationships (counted per document,"
-        " before merging across documents)",
-        f"duplicates: {duplicates} (same content already stored)",
-        f"failed: {len(failures)}",
-        *failures,
-    ]
-    return "\n".join(lines), len(failures)
 
 
 # -- arguments --------------------------------------------------------------------------------
