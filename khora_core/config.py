@@ -17,11 +17,12 @@ The environment is read only when a config object is built, never at import.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from khora_core.errors import ConfigError
@@ -37,6 +38,35 @@ __all__ = [
 ]
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+#: Settings the specification names that never changed anything: still accepted, with a
+#: ``DeprecationWarning``, so configurations written from the specification keep loading.
+_RETIRED_SETTINGS: dict[str, dict[str, str]] = {
+    "QueryConfig": {
+        "enable_hyde_cypher": "HyDE-Cypher is not part of retrieval; use enable_hyde",
+    },
+    "VectorCypherConfig": {
+        "fusion_hybrid_alpha": "fusion is weighted RRF; set the fusion_*_weight settings",
+        "retriever_coherence_weight": "recall does no cross-chunk coherence scoring",
+        "retriever_max_chunks": "recall's limit and QueryConfig.candidate_pool bound the chunks",
+    },
+}
+
+
+def _drop_retired(owner: str, data: Any) -> Any:
+    """Remove retired settings from ``data`` (keywords or YAML), warning once per setting."""
+    if not isinstance(data, dict):
+        return data
+    retired = _RETIRED_SETTINGS[owner]
+    for name in [k for k in data if k in retired]:
+        data = {k: v for k, v in data.items() if k != name}
+        warnings.warn(
+            f"{owner}.{name} is ignored and will be removed: {retired[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    return data
 
 
 class _Section(BaseSettings):
@@ -155,7 +185,6 @@ class QueryConfig(_Section):
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     enable_llm_reranking: bool = False
     enable_hyde: Literal["auto", "always", "never"] = "auto"
-    enable_hyde_cypher: bool = False
     enable_bm25_channel: bool = False
     max_graph_depth: int = 4
     apply_recency_bias: bool = True
@@ -169,6 +198,17 @@ class QueryConfig(_Section):
     abstain_min_top_score: float = 0.3
     #: Abstention: ``should_abstain`` when ``combined_score`` reaches this.
     abstain_threshold: float = 0.5
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        if os.environ.get("KHORA_QUERY_ENABLE_HYDE_CYPHER") is not None:
+            warnings.warn(
+                "KHORA_QUERY_ENABLE_HYDE_CYPHER is ignored: HyDE-Cypher is not part of retrieval",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        return _drop_retired("QueryConfig", data)
 
 
 class VectorCypherConfig(BaseModel):
@@ -210,7 +250,6 @@ class VectorCypherConfig(BaseModel):
     fusion_complex_vector_weight: float = 0.4
     fusion_complex_graph_weight: float = 0.6
     fusion_normalized: bool = False
-    fusion_hybrid_alpha: float = 0.7
     # Temporal
     temporal_recency_weight: float = 0.35
     temporal_recency_decay_days: int = 30
@@ -219,9 +258,12 @@ class VectorCypherConfig(BaseModel):
     temporal_window_boost: float = 0.2
     # Thresholds and limits
     retriever_min_entity_similarity: float = 0.3
-    retriever_coherence_weight: float = 0.1
-    retriever_max_chunks: int = 50
     retriever_max_entities: int = 30
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        return _drop_retired("VectorCypherConfig", data)
 
 
 _SECTIONS: dict[str, type[_Section]] = {
