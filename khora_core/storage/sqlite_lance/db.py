@@ -47,10 +47,16 @@ class WriterLock:
             except OSError as exc:
                 holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
+                if holder == str(os.getpid()):
+                    raise StorageError(
+                        f"The Khora data folder {str(self.path.parent)!r} is already open for writing by "
+                        "another SqliteLanceStack in this process. Open it through Khora (or "
+                        "khora_core.storage.stack.open_stack), which shares one open store per folder."
+                    ) from exc
                 raise StorageError(
                     f"The Khora data folder {str(self.path.parent)!r} is already open for writing by another "
-                    f"process (pid {holder}) or another Khora instance. Close it first, open this one with "
-                    "read_only=True, or use a different KHORA_DATA_DIR."
+                    f"process (pid {holder}). Close it first, open this one with read_only=True, or use a "
+                    "different KHORA_DATA_DIR."
                 ) from exc
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)

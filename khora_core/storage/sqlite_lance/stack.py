@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import threading
 import uuid
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -106,7 +108,14 @@ class SqliteLanceStack:
         self._chunk_vectors = ChunkVectorCache(self._lance, self.dim)
         self._entity_vectors = EntityVectorCache()
         self._file_lock = WriterLock(self.root / "writer.lock")
-        self._write_lock = asyncio.Lock()
+        # Writes run one at a time on the database's single writer thread, whichever event
+        # loop submits them; this lock only keeps one loop's writers queued in order. One
+        # per loop, since the store can be shared by Khoras on several loops (a lock
+        # belongs to one).
+        self._write_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._write_locks_guard = threading.Lock()
         self.documents = SqliteDocumentStore(self._db, self._lance)
         self.vectors = SqliteLanceVectorIndex(self._db, self._chunk_vectors, self.dim)
         self.keywords = Fts5KeywordIndex(self._db)
@@ -161,6 +170,15 @@ class SqliteLanceStack:
         await self.aclose()
 
     # -- writes ------------------------------------------------------------------------------
+
+    @property
+    def _write_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        with self._write_locks_guard:
+            lock = self._write_locks.get(loop)
+            if lock is None:
+                lock = self._write_locks[loop] = asyncio.Lock()
+            return lock
 
     async def write(self, namespace_id: str, batch: WriteBatch) -> None:
         """Land a whole batch (document, chunks, vectors, FTS terms, graph) or none of it.
