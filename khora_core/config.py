@@ -81,24 +81,37 @@ class StorageConfig(_Section):
 
     model_config = SettingsConfigDict(env_prefix="KHORA_STORAGE_", extra="forbid", populate_by_name=True)
 
+    #: PostgreSQL DSN (``postgresql://user:pass@host:5432/db``); unset: the embedded store.
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("KHORA_DATABASE_URL", "database_url")
     )
+    #: Neo4j Bolt URL (``bolt://host:7687``), the graph beside PostgreSQL.
     neo4j_url: str | None = Field(default=None, validation_alias=AliasChoices("KHORA_NEO4J_URL", "neo4j_url"))
+    #: Neo4j user name.
     neo4j_user: str = "neo4j"
+    #: Neo4j password.
     neo4j_password: str | None = None
+    #: Neo4j database name.
     neo4j_database: str = "neo4j"
+    #: Folder of the embedded SQLite + LanceDB store (used when ``database_url`` is unset).
     data_dir: Path = Field(
         default=Path(".khora"), validation_alias=AliasChoices("KHORA_DATA_DIR", "data_dir")
     )
+    #: PostgreSQL connections opened at start and kept in the pool.
     pool_min_size: int = 1
+    #: Most PostgreSQL connections in the pool at once.
     pool_max_size: int = 10
+    #: Seconds to wait for a database server before opening fails with one ``KhoraError``.
     connect_timeout_s: float = 5.0
     #: HNSW ``ef_search`` used by the PostgreSQL vector channel per query.
     hnsw_ef_search: int = 100
+    #: HNSW ``ef_construction`` of the pgvector chunk index (applies when the index is built).
     hnsw_ef_construction: int = 128
+    #: HNSW ``m`` (links per node) of the pgvector chunk index (applies when the index is built).
     hnsw_m: int = 16
+    #: BM25 term-frequency saturation ``k1`` of the keyword channel.
     bm25_k1: float = 1.2
+    #: BM25 length normalisation ``b`` of the keyword channel.
     bm25_b: float = 0.75
 
 
@@ -107,10 +120,13 @@ class EmbeddingConfig(_Section):
 
     model_config = SettingsConfigDict(env_prefix="KHORA_EMBEDDING_", extra="forbid")
 
+    #: Where vectors come from: a local sentence-transformers model or a litellm embedding API.
     provider: Literal["sentence-transformers", "litellm"] = "sentence-transformers"
     #: A sentence-transformers model name or folder, or a litellm embedding model.
     model: str = DEFAULT_EMBEDDING_MODEL
+    #: Texts per call to the embedder while remembering.
     batch_size: int = 64
+    #: Torch device of a local model (``"cpu"``, ``"cuda"``); unset: the library picks.
     device: str | None = None
     #: Needed only for litellm models whose dimension Khora cannot probe offline.
     dimension: int | None = None
@@ -137,13 +153,22 @@ class LLMConfig(_Section):
 
     model_config = SettingsConfigDict(env_prefix="KHORA_LLM_", extra="forbid")
 
+    #: A litellm model name (``"openai/gpt-4o-mini"``); unset: no LLM (offline extractor, heuristic
+    #: router).
     model: str | None = None
+    #: Base URL of the LLM's API (an OpenAI-compatible server).
     api_base: str | None = None
+    #: API key for the LLM; unset: litellm's own environment variables.
     api_key: str | None = None
+    #: Sampling temperature of every LLM call.
     temperature: float = 0.0
+    #: Answer budget of an LLM call, in tokens.
     max_tokens: int = 1024
+    #: Seconds before an LLM call is abandoned.
     timeout_s: float = 60.0
+    #: Retries after the first attempt, for errors the retry predicate calls transient.
     max_retries: int = 2
+    #: LLM calls in flight at once (extraction).
     concurrency: int = 4
 
 
@@ -152,21 +177,23 @@ class IngestConfig(_Section):
 
     model_config = SettingsConfigDict(env_prefix="KHORA_INGEST_", extra="forbid")
 
+    #: Chunk size, in tokenizer tokens.
     chunk_tokens: int = 256
+    #: Tokens that consecutive chunks share.
     chunk_overlap_tokens: int = 32
     #: Content longer than this raises ``ContentTooLargeError`` (about 2 MB of text).
     max_content_chars: int = 2_000_000
+    #: Items of a ``remember_batch`` extracted and written at once.
     batch_concurrency: int = 4
     #: Entity resolution: names within this normalised edit-distance ratio (0-100) may merge.
     resolve_fuzzy_threshold: float = 92.0
+    #: Entity resolution: name embeddings at or above this cosine confirm a merge.
     resolve_embedding_threshold: float = 0.85
     #: Which entities carry a name vector for recall's entity vector search: ``"all"``, or
     #: ``"repeated"``, those mentioned in two chunks or more (a new entity that one chunk
     #: mentions gets its vector when a later write mentions it again). Linking by name
-    #: and the graph's edges reach every entity either way. ``"repeated"`` embeds about a
-    #: fifth of the names and ingests a quarter faster, at a cost in graph recall
-    #: (hotpotqa ingest ratio 0.63 -> 0.74-0.84; 2WikiMultiHopQA GRAPH Recall@5 75.0 -> 63.8,
-    #: HYBRID 67.5 -> 66.2; see ``benchmarks/``).
+    #: and the graph's edges reach every entity either way. ``"repeated"`` embeds fewer
+    #: names and ingests faster, at a cost in graph recall (``docs/benchmarks.md``).
     entity_vectors: Literal["all", "repeated"] = "all"
 
 
@@ -175,18 +202,29 @@ class QueryConfig(_Section):
 
     model_config = SettingsConfigDict(env_prefix="KHORA_QUERY_", extra="forbid")
 
+    #: MMR after fusion, which removes near-duplicate chunks.
     enable_diversity: bool = True
+    #: MMR balance: 1.0 is relevance only, 0.0 diversity only.
     diversity_lambda: float = 0.5
     #: MMR counts two chunks as redundant only above this cosine (rescaled to 0-1 above
     #: it), so it removes near-duplicates, as the specification says, rather than pushing
     #: apart related passages that a multi-hop answer needs; 0.0 is classic MMR.
     diversity_duplicate_floor: float = Field(default=0.8, ge=0.0, lt=1.0)
+    #: Reorder the top candidates with a cross-encoder (``reranker_model``).
     enable_reranking: bool = False
+    #: The sentence-transformers cross-encoder used when ``enable_reranking`` is on.
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    #: Reorder the top candidates of temporal questions with the LLM (needs ``llm.model``).
     enable_llm_reranking: bool = False
+    #: HyDE: also search with the embedding of a hypothetical answer written by the LLM; ``"auto"``
+    #: fires on complex or temporal questions; needs ``llm.model``.
     enable_hyde: Literal["auto", "always", "never"] = "auto"
+    #: Run the BM25 keyword channel in HYBRID recalls (KEYWORD and ALL modes always run it).
     enable_bm25_channel: bool = False
+    #: Cap on the graph walk depth of every recall (also bounded by ``vectorcypher.graph_max_depth``).
     max_graph_depth: int = 4
+    #: Boost newer chunks when the question asks for recent facts (weight
+    #: ``vectorcypher.temporal_recency_weight``).
     apply_recency_bias: bool = True
     #: Use the adaptive chunk count (very_focused 3 ... broad 15) capped by ``limit``.
     adaptive_limit: bool = True
@@ -217,19 +255,30 @@ class VectorCypherConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # Routing
+    #: Route each question as SIMPLE / MODERATE / COMPLEX; off: every question takes the MODERATE path
+    #: with the graph channel.
     routing_enabled: bool = True
+    #: Ask the LLM to understand the question (complexity, entities, dates) instead of the heuristics;
+    #: needs ``llm.model``.
     routing_use_llm: bool = False
     # Skeleton indexing (KET-RAG): fraction of chunks sent to full extraction.
+    #: Share of chunks (the most central, by PageRank) sent to full entity extraction; the rest get
+    #: keyword links only.
     skeleton_core_ratio: float = Field(default=0.50, ge=0.0, le=1.0)
+    #: Minimum cosine for a similarity edge between chunks when ranking them for the core.
     skeleton_similarity_threshold: float = 0.5
     #: Where the core is chosen: among each document's chunks (``"document"``), or among
     #: all chunks of one ``remember_batch`` call (``"batch"``, the spec's "top 50% of
     #: chunks"; one-chunk passages then compete, and the rest get keyword links only).
     skeleton_scope: Literal["document", "batch"] = "document"
     # Graph traversal
+    #: Graph walk depth when routing is off, and the base depth of COMPLEX questions.
     graph_default_depth: int = 2
+    #: Deepest graph walk allowed, for recall and ``find_related_entities``.
     graph_max_depth: int = 4
+    #: Entities the graph walk starts from (half for SIMPLE, one and a half times for COMPLEX).
     graph_max_entry_entities: int = 10
+    #: Neighbours followed from one entity at each hop.
     graph_max_fanout: int = 50
     #: Chunks per entity (most mentions first) that the graph channel scores for relevance
     #: before each evidence group keeps its most relevant ones (unfiltered recalls).
@@ -237,27 +286,44 @@ class VectorCypherConfig(BaseModel):
     #: An entry entity mentioned in more than this share of the namespace's chunks counts
     #: as common and its evidence is discounted (``fusion.entity_specificity``); 1.0: off.
     graph_common_entity_share: float = Field(default=0.05, gt=0.0, le=1.0)
+    #: Adjust the walk depth to the number of entry entities (the two thresholds below).
     adaptive_depth_enabled: bool = True
+    #: At or above this many entry entities, walk one hop only.
     adaptive_depth_high_entity_threshold: int = 10
+    #: At or below this many entry entities (and at least one), walk one hop deeper.
     adaptive_depth_low_entity_threshold: int = 2
     # Fusion
+    #: Reciprocal Rank Fusion constant ``k``: smaller trusts each channel's top ranks more.
     fusion_rrf_k: int = 60
+    #: Vector channel weight in fusion for MODERATE questions.
     fusion_vector_weight: float = 0.6
+    #: Graph channel weight in fusion for MODERATE questions.
     fusion_graph_weight: float = 0.4
+    #: BM25 keyword channel weight in fusion, for every complexity.
     fusion_keyword_weight: float = 0.3
+    #: Vector channel weight for SIMPLE questions.
     fusion_simple_vector_weight: float = 0.8
+    #: Graph channel weight for SIMPLE questions.
     fusion_simple_graph_weight: float = 0.2
+    #: Vector channel weight for COMPLEX questions.
     fusion_complex_vector_weight: float = 0.4
+    #: Graph channel weight for COMPLEX questions.
     fusion_complex_graph_weight: float = 0.6
+    #: Fuse with normalised weighted RRF (scores rescaled to 0-1) instead of plain weighted RRF.
     fusion_normalized: bool = False
     # Temporal
+    #: Weight of the recency boost (0 turns it off).
     temporal_recency_weight: float = 0.35
+    #: Age, in days, over which the recency boost decays.
     temporal_recency_decay_days: int = 30
+    #: Shape of the recency decay.
     temporal_recency_decay_type: Literal["exponential", "linear"] = "exponential"
     #: Weight of the soft boost toward a date window found in the question.
     temporal_window_boost: float = 0.2
     # Thresholds and limits
+    #: Minimum cosine for an entity found by vector search to seed the graph walk.
     retriever_min_entity_similarity: float = 0.3
+    #: Most entities a recall result carries (and the graph channel keeps).
     retriever_max_entities: int = 30
 
     @model_validator(mode="before")
