@@ -47,7 +47,7 @@ from datetime import datetime
 from typing import Any
 
 from khora_core.filters.dates import datetime_to_us, iso_to_us
-from khora_core.filters.tree import And, DateValue, Leaf, Node, Nor, Not, Or
+from khora_core.filters.tree import And, DateValue, Leaf, Node, Nor, Not, Or, metadata_path
 
 __all__ = ["MISSING", "evaluate", "json_equal", "resolve"]
 
@@ -84,7 +84,7 @@ def resolve(key: str, record: Mapping[str, Any]) -> Any:
     """
     if key == "metadata" or key.startswith("metadata."):
         value: Any = record.get("metadata", MISSING)
-        for segment in key.split(".")[1:]:
+        for segment in metadata_path(key):
             if not isinstance(value, Mapping) or segment not in value:
                 return MISSING
             value = value[segment]

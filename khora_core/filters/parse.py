@@ -8,7 +8,7 @@ filter, e.g. ``$and[1].metadata.tier.$in[2]``), a machine ``code`` and a ``messa
 code               meaning
 ================== ==============================================================
 unknown_key        not a system key, ``metadata`` or ``metadata.<path>``
-bad_path           a metadata path segment is empty or not ``[A-Za-z0-9_-]+``
+bad_path           a metadata path segment is empty, too long, or an invalid quoted segment
 bad_operator       an unknown ``$`` operator, or one used where it cannot stand
 operator_not_allowed  a known operator this key group does not take
 bad_operand        an operand of the wrong shape or type
@@ -52,15 +52,19 @@ from khora_core.filters.tree import (
     Nor,
     Not,
     Or,
+    PathSyntaxError,
     key_group,
+    split_metadata_path,
 )
 from khora_core.models import SYSTEM_DATE_KEYS, SYSTEM_STRING_KEYS
 
-__all__ = ["MAX_INT", "MAX_PATH_SEGMENTS", "parse_node"]
+__all__ = ["MAX_INT", "MAX_PATH_SEGMENTS", "MAX_SEGMENT_CHARS", "parse_node"]
 
 #: Integers beyond +-2**53 cannot be compared exactly on every backend, so they are refused.
 MAX_INT = 2**53
 MAX_PATH_SEGMENTS = 16
+#: Longest metadata key (path segment) a filter may name.
+MAX_SEGMENT_CHARS = 1024
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}", re.ASCII)
 _ALLOWED = {
     "date": DATE_KEY_OPERATORS,
@@ -199,19 +203,28 @@ class _Parser:
             hint = f" (did you mean 'metadata.{key}'?)" if _SEGMENT.fullmatch(key) else ""
             self.err(path, "unknown_key", f"unknown key {key!r}{hint}; {_KEYS_HINT}.")
             return False
-        segments = key.split(".")[1:]
-        if len(segments) > MAX_PATH_SEGMENTS:
-            self.err(path, "bad_path", f"metadata paths have at most {MAX_PATH_SEGMENTS} segments.")
-            return False
-        bad = [s for s in segments if not _SEGMENT.fullmatch(s)]
-        if bad:
+        try:
+            segments = split_metadata_path(key[len("metadata.") :])
+        except PathSyntaxError as exc:
             self.err(
                 path,
                 "bad_path",
-                f"metadata path segment {bad[0]!r} is invalid; segments are 1-128 characters of "
-                "A-Z, a-z, 0-9, '_' or '-', separated by single dots.",
+                f"metadata path {key!r} is invalid: {exc}; segments are 1-128 characters of "
+                "A-Z, a-z, 0-9, '_' or '-', or any key as a JSON string such as \"page label\", "
+                "joined by single dots.",
             )
             return False
+        if len(segments) > MAX_PATH_SEGMENTS:
+            self.err(path, "bad_path", f"metadata paths have at most {MAX_PATH_SEGMENTS} segments.")
+            return False
+        for segment in segments:
+            if len(segment) > MAX_SEGMENT_CHARS:
+                self.err(
+                    path, "bad_path", f"metadata path segments have at most {MAX_SEGMENT_CHARS} characters."
+                )
+                return False
+            if not self.safe_text(segment, path):
+                return False
         return True
 
     def condition(self, key: str, value: Any, path: str) -> Node:

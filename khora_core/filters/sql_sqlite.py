@@ -18,6 +18,7 @@ from typing import Any
 
 from khora_core.filters.ast import DateValue, Leaf, RecallFilter
 from khora_core.filters.compiled import BaseCompiler, CompiledFilter, chain, prepare
+from khora_core.filters.tree import SIMPLE_SEGMENT
 
 __all__ = ["compile_sqlite", "sqlite_json_path"]
 
@@ -25,8 +26,14 @@ _CMP_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _NUMBER = "IN ('integer', 'real')"
 
 
-def sqlite_json_path(segments: tuple[str, ...]) -> str:
-    """``("team", "name")`` -> ``'$."team"."name"'`` (segments are pre-validated)."""
+def sqlite_json_path(segments: tuple[str, ...]) -> str | None:
+    """``("team", "name")`` -> ``'$."team"."name"'``; ``None`` when a segment is not simple.
+
+    SQLite path labels have no escapes, so only ``[A-Za-z0-9_-]+`` segments are written
+    into a path; other keys are looked up through ``json_each`` (see ``_Node``).
+    """
+    if not all(SIMPLE_SEGMENT.fullmatch(s) for s in segments):
+        return None
     return "$" + "".join(f'."{s}"' for s in segments)
 
 
@@ -76,24 +83,58 @@ def _iso_us(s: str) -> str:
 
 
 class _Node:
-    """A JSON node: a metadata path (bound) or a ``json_each`` row alias."""
+    """A JSON node: a metadata path (bound), a key lookup, or a ``json_each`` row alias.
 
-    def __init__(self, compiler: _SqliteCompiler, path: str | None = None, alias: str | None = None) -> None:
+    A path of simple segments uses SQLite's JSON path functions. Any other path is walked
+    with ``json_each``, one key per level compared as a bound parameter, so a key holding
+    dots, spaces or quotes is found exactly.
+    """
+
+    def __init__(
+        self,
+        compiler: _SqliteCompiler,
+        path: str | None = None,
+        alias: str | None = None,
+        keys: tuple[str, ...] = (),
+    ) -> None:
         self.c = compiler
         self.path = path
         self.alias = alias
+        self.keys = keys
 
     def _fn(self, name: str) -> str:
         return f"{name}({self.c.alias}.metadata, {self.c.param(self.path)})"
 
+    def _parent(self) -> str:
+        """JSON text of the object that holds the last key (SQL NULL when there is none)."""
+        doc = f"{self.c.alias}.metadata"
+        for key in self.keys[:-1]:
+            doc = (
+                f"(SELECT k.value FROM json_each({doc}) AS k "
+                f"WHERE k.key = {self.c.param(key)} AND k.type = 'object')"
+            )
+        return doc
+
+    def _lookup(self, column: str) -> str:
+        parent = self._parent()
+        return (
+            f"(SELECT k.{column} FROM json_each({parent}) AS k WHERE k.key = {self.c.param(self.keys[-1])})"
+        )
+
     def type(self) -> str:
-        return self._fn("json_type") if self.alias is None else f"{self.alias}.type"
+        if self.alias is not None:
+            return f"{self.alias}.type"
+        return self._fn("json_type") if self.path is not None else self._lookup("type")
 
     def atom(self) -> str:
-        return self._fn("json_extract") if self.alias is None else f"{self.alias}.atom"
+        if self.alias is not None:
+            return f"{self.alias}.atom"
+        return self._fn("json_extract") if self.path is not None else self._lookup("atom")
 
     def each(self) -> str:
-        return self._fn("json_each") if self.alias is None else f"json_each({self.alias}.value)"
+        if self.alias is not None:
+            return f"json_each({self.alias}.value)"
+        return self._fn("json_each") if self.path is not None else f"json_each({self._lookup('value')})"
 
 
 class _SqliteCompiler(BaseCompiler):
@@ -121,7 +162,8 @@ class _SqliteCompiler(BaseCompiler):
 
     # -- metadata ----------------------------------------------------------------------
     def metadata(self, leaf: Leaf, op: str, value: Any) -> str:
-        node = _Node(self, path=sqlite_json_path(leaf.path))
+        path = sqlite_json_path(leaf.path)
+        node = _Node(self, path=path) if path is not None else _Node(self, keys=leaf.path)
         if op == "$exists":
             return f"{node.type()} IS NOT NULL"
         if op == "$eq":

@@ -7,7 +7,8 @@ A filter parses (``parse.py``) into a small immutable tree:
 * ``And`` / ``Or`` / ``Nor`` (tuples of children) and ``Not`` (one child).
 
 Keys are a system date key, a system string key, ``"metadata"`` (the whole blob) or a dotted
-metadata path such as ``"metadata.team.name"``. Date operands are ``DateValue`` (epoch
+metadata path such as ``"metadata.team.name"`` (a segment that is not ``[A-Za-z0-9_-]+`` is
+written as a JSON string literal: ``'metadata."page label"'``). Date operands are ``DateValue`` (epoch
 microseconds, UTC); every other operand is plain JSON data. This module imports no other
 filter module except ``dates.py``, so the parser, the evaluator and the compilers all build
 on it without cycles.
@@ -15,6 +16,9 @@ on it without cycles.
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +37,7 @@ __all__ = [
     "MAX_LEAVES",
     "METADATA_OPERATORS",
     "RANGE_OPERATORS",
+    "SIMPLE_SEGMENT",
     "STRING_KEY_OPERATORS",
     "And",
     "DateValue",
@@ -41,11 +46,15 @@ __all__ = [
     "Nor",
     "Not",
     "Or",
+    "PathSyntaxError",
     "distinct_keys",
     "iter_leaves",
     "key_group",
+    "metadata_key",
     "metadata_path",
     "node_to_dict",
+    "quote_segment",
+    "split_metadata_path",
 ]
 
 #: Nesting depth limit: objects and arrays nested inside each other, counted together.
@@ -143,9 +152,75 @@ def key_group(key: str) -> str:
     return "blob" if key == "metadata" else "metadata"
 
 
+#: A bare metadata path segment; any other key text is written as a quoted segment.
+SIMPLE_SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,128}", re.ASCII)
+_DECODER = json.JSONDecoder()
+
+
+class PathSyntaxError(ValueError):
+    """A metadata path that does not follow the segment grammar (``parse.py`` reports it)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def split_metadata_path(text: str) -> tuple[str, ...]:
+    """The segments of a path written after ``metadata.``.
+
+    A segment is bare (``team``) or a JSON string literal (``"page label"``, ``"a.b"``,
+    ``"say \\"hi\\""``), so any key a user can store can be named; segments are joined by
+    single dots.
+
+    Raises:
+        PathSyntaxError: an empty segment, an unterminated or invalid quoted segment, or
+            text after a quoted segment other than a dot.
+    """
+    segments: list[str] = []
+    i = 0
+    while True:
+        if text.startswith('"', i):
+            try:
+                segment, i = _DECODER.raw_decode(text, i)
+            except json.JSONDecodeError as exc:
+                raise PathSyntaxError(f"invalid quoted segment at character {i}: {exc.msg}") from None
+            if not segment:
+                raise PathSyntaxError("a quoted segment cannot be empty")
+        else:
+            end = text.find(".", i)
+            end = len(text) if end < 0 else end
+            segment = text[i:end]
+            if not segment:
+                raise PathSyntaxError("empty segment (two dots in a row, or a leading or trailing dot)")
+            if not SIMPLE_SEGMENT.fullmatch(segment):
+                raise PathSyntaxError(f"segment {segment!r} must be quoted as {quote_segment(segment)}")
+            i = end
+        segments.append(segment)
+        if i == len(text):
+            return tuple(segments)
+        if text[i] != ".":
+            raise PathSyntaxError(f"expected '.' after a quoted segment at character {i}")
+        i += 1
+
+
+def quote_segment(segment: str) -> str:
+    """``segment`` as written in a key: bare when it is simple, else a JSON string literal."""
+    if SIMPLE_SEGMENT.fullmatch(segment):
+        return segment
+    return json.dumps(segment, ensure_ascii=False)
+
+
+def metadata_key(*segments: str) -> str:
+    """The filter key for a metadata path: ``metadata_key("a.b")`` -> ``'metadata."a.b"'``."""
+    return "metadata." + ".".join(quote_segment(s) for s in segments)
+
+
 def metadata_path(key: str) -> tuple[str, ...]:
-    """``"metadata.team.name"`` -> ``("team", "name")``; ``()`` for any other key."""
-    return tuple(key.split(".")[1:]) if key.startswith("metadata.") else ()
+    """``"metadata.team.name"`` -> ``("team", "name")``; ``()`` for any other key.
+
+    Quoted segments come back unquoted: ``'metadata."page label"'`` -> ``("page label",)``.
+    The key must be valid (``parse.py`` checks it).
+    """
+    if not key.startswith("metadata."):
+        return ()
+    return split_metadata_path(key[len("metadata.") :])
 
 
 def iter_leaves(node: Node) -> Iterator[Leaf]:
