@@ -21,11 +21,12 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv install demo test test-unit lint format services-up services-down cassettes bench bench-storage bench-ingest bench-multihop bench-locomo bench-latency clean
+.PHONY: help venv install demo test test-unit test-installed test-wheel test-lowest lint format services-up services-down cassettes bench bench-storage bench-ingest bench-multihop bench-locomo bench-latency clean
 
 help:
 	@echo "make demo    - remember the sample corpus and run recalls on the embedded store"
 	@echo "make test    - the whole suite against real PostgreSQL + pgvector and Neo4j"
+	@echo "make test-installed - the built wheel in fresh environments (newest and lowest dependencies)"
 	@echo "make test-unit, make lint, make cassettes, make bench-*"
 
 $(STAMP): pyproject.toml
@@ -49,6 +50,14 @@ test: venv
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# What users install, each in a fresh virtual environment (tools/installed_env.sh): the wheel
+# with [all] at today's newest dependencies, and the lowest versions pyproject.toml allows.
+test-installed: test-wheel test-lowest
+test-wheel: venv
+	PY=$(PY) tools/installed_env.sh wheel
+test-lowest: venv
+	PY=$(PY) tools/installed_env.sh lowest
 
 lint: venv
 	$(PY) -m ruff check khora_core khora_integrations tests tools benchmarks

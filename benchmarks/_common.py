@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import sqlite3
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,13 +36,15 @@ class CachedEmbedder:
 
     Benchmarks embed the same corpora many times (per stack, per run); the cache makes
     the embedding cost paid once per machine while every vector is still a real
-    all-MiniLM-L6-v2 embedding.
+    all-MiniLM-L6-v2 embedding. With ``live_queries=True`` questions are always embedded
+    by the model (what a timed ``recall()`` must pay); passages and names stay cached.
     """
 
-    def __init__(self, inner: Any | None = None) -> None:
+    def __init__(self, inner: Any | None = None, *, live_queries: bool = False) -> None:
         from khora_core.embedding.factory import build_embedder
 
         self.inner = inner or build_embedder(None)
+        self.live_queries = live_queries
         self.name = f"cached:{self.inner.name}"
         self.dimension = self.inner.dimension
         CACHE.mkdir(parents=True, exist_ok=True)
@@ -85,11 +90,67 @@ class CachedEmbedder:
         return await self._embed(texts, "d")
 
     async def embed_query(self, text: str) -> list[float]:
+        if self.live_queries:
+            return list(await self.inner.embed_query(text))
         return (await self._embed([text], "q"))[0]
+
+    def live(self) -> CachedEmbedder:
+        """The same cache, embedding questions live (for timed recalls)."""
+        twin = CachedEmbedder.__new__(CachedEmbedder)
+        twin.__dict__.update(self.__dict__)
+        twin.live_queries = True
+        return twin
 
     async def embed_names(self, texts: Sequence[str]) -> list[list[float]]:
         # Cached apart from documents: the local embedder may encode names at another precision.
         return await self._embed(texts, f"n-{getattr(self.inner, 'name_precision', 'float32')}")
+
+
+FOLDS = ("A", "B")
+
+
+def fold_of(question_id: str) -> str:
+    """The question's fixed fold: ``A`` (where settings are chosen) or ``B`` (reported beside
+    it, never tuned on), by the first byte of the SHA-256 of its id."""
+    return FOLDS[hashlib.sha256(str(question_id).encode()).digest()[0] % 2]
+
+
+_WORD = re.compile(r"\w+")
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens, the plain BM25 baseline's tokenizer."""
+    return _WORD.findall(text.lower())
+
+
+class PlainBM25:
+    """Okapi BM25 (``k1 = 1.2``, ``b = 0.75``) over a fixed list of texts: the plain baseline."""
+
+    def __init__(self, texts: Sequence[str], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.docs = [Counter(tokens(t)) for t in texts]
+        self.lengths = [sum(d.values()) for d in self.docs]
+        self.avg = sum(self.lengths) / max(1, len(self.docs))
+        self.df: Counter[str] = Counter(t for d in self.docs for t in d)
+        self.k1, self.b = k1, b
+        self.postings: dict[str, list[int]] = {}
+        for i, d in enumerate(self.docs):
+            for t in d:
+                self.postings.setdefault(t, []).append(i)
+
+    def rank(self, query: str, k: int) -> list[int]:
+        """Indices of the ``k`` best texts, best first (ties by index)."""
+        n = len(self.docs)
+        scores: dict[int, float] = {}
+        for t in set(tokens(query)):
+            df = self.df.get(t, 0)
+            if not df:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            for i in self.postings[t]:
+                tf = self.docs[i][t]
+                norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avg)
+                scores[i] = scores.get(i, 0.0) + idf * tf * (self.k1 + 1) / (tf + norm)
+        return sorted(scores, key=lambda i: (-scores[i], i))[:k]
 
 
 def preset_sections(name: str, *, skeleton_scope: str | None = None, **query: Any) -> dict[str, Any]:
@@ -113,12 +174,13 @@ def preset_sections(name: str, *, skeleton_scope: str | None = None, **query: An
 STACK_CHOICES = ("all", "sqlite_lance", "postgres")
 
 
-def stack_configs(which: str, **sections: Any) -> dict[str, KhoraConfig]:
+def stack_configs(which: str, *, data_dir: str | None = None, **sections: Any) -> dict[str, KhoraConfig]:
     """``{"sqlite_lance": cfg, "postgres": cfg}`` for the stacks asked for (``all`` = both
-    when the PostgreSQL/Neo4j env variables are set, as ``make bench-*`` does)."""
+    when the PostgreSQL/Neo4j env variables are set, as ``make bench-*`` does). ``data_dir``
+    keeps the embedded store in that folder (a fresh temporary one otherwise)."""
     out: dict[str, KhoraConfig] = {}
     if which in ("all", "sqlite_lance"):
-        tmp = tempfile.mkdtemp(prefix="khora-bench-")
+        tmp = data_dir or tempfile.mkdtemp(prefix="khora-bench-")
         out["sqlite_lance"] = KhoraConfig(storage={"data_dir": tmp, "database_url": None}, **sections)
     if which in ("all", "postgres") and os.environ.get("KHORA_DATABASE_URL"):
         out["postgres"] = KhoraConfig(**sections)

@@ -21,6 +21,15 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "reference_pgvector: compares with langchain-postgres (a dev-only package that pins pgvector "
+        "< 0.4; not installed where the wheel is tested as users install it)",
+    )
+
+
 # -- recorded LLM traffic (pytest-recording / vcrpy) ----------------------------------------
 
 

@@ -13,9 +13,11 @@ Overlap is carried as *whole sentences* from the end of the previous chunk (up t
 ``overlap_tokens``), and not across a heading, whose section starts fresh.
 
 Token counts are an approximation: one token per run of word characters and one per
-punctuation mark (``\\w+|[^\\w\\s]``). For English prose this is within about 25% of
-BPE tokenizers (it undercounts long rare words, which BPE splits), is tokenizer-free and
-runs at regex speed, which is what a chunk budget needs.
+punctuation mark (``\\w+|[^\\w\\s]``), a run longer than :data:`MAX_WORD_CHARS` counting one
+token per that many characters (so text without spaces, such as a base64 blob or Chinese
+prose, is still cut into chunks of bounded size). For English prose this is within about
+25% of BPE tokenizers (it undercounts long rare words, which BPE splits), is
+tokenizer-free and runs at regex speed, which is what a chunk budget needs.
 
 Every span satisfies ``text[span.start:span.end] == span.text``.
 """
@@ -27,9 +29,20 @@ from dataclasses import dataclass
 
 from khora_core.errors import InvalidInputError
 
-__all__ = ["TextSpan", "chunk_text", "count_tokens", "split_sentences"]
+__all__ = [
+    "MAX_WORD_CHARS",
+    "TextSpan",
+    "chunk_context",
+    "chunk_text",
+    "count_tokens",
+    "heading_path",
+    "split_sentences",
+]
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+#: The most characters one token stands for (a longer run of word characters is several).
+MAX_WORD_CHARS = 24
+
+_TOKEN = re.compile(rf"\w{{1,{MAX_WORD_CHARS}}}|[^\w\s]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+\S.*$", re.MULTILINE)
 # A sentence ends at . ! ? (plus closing quotes/brackets) followed by whitespace, or at a newline.
@@ -257,3 +270,34 @@ def _overlap(
         kept.insert(0, idx)
         used += units[idx].tokens
     return kept, [], used
+
+
+_HEADING_PARTS = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+
+
+def heading_path(text: str, offset: int) -> list[str]:
+    """The Markdown headings that ``text[offset:]`` sits under, outermost first.
+
+    A heading at ``offset`` itself is not above the chunk (the chunk shows it); a deeper
+    heading ends where one of the same or a higher level starts.
+    """
+    path: list[tuple[int, str]] = []
+    for m in _HEADING.finditer(text, 0, max(0, offset)):
+        parts = _HEADING_PARTS.match(m.group(0))
+        if parts is None or not parts.group(2):
+            continue
+        level = len(parts.group(1))
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, parts.group(2)))
+    return [title for _, title in path]
+
+
+def chunk_context(title: str | None, text: str, span: TextSpan) -> str | None:
+    """The context searched with a chunk: the document's title, then the heading path above
+    the chunk joined by " > " (``None`` when there is neither)."""
+    lines = [title.strip()] if title and title.strip() else []
+    path = heading_path(text, span.start) if "#" in text[: span.start] else []
+    if path:
+        lines.append(" > ".join(path))
+    return "\n".join(lines) or None

@@ -27,6 +27,7 @@ def document_records(
     chunk_ids: Sequence[str],
     spans: Sequence[TextSpan],
     vectors: Sequence[list[float]],
+    contexts: Sequence[str | None] = (),
     core: Collection[int],
     needs_extraction: Collection[str],
 ) -> tuple[Document, list[Chunk]]:
@@ -62,6 +63,7 @@ def document_records(
             embedding=vectors[i],
             needs_extraction=cid in needs_extraction,
             is_core=i in core,
+            context=contexts[i] if i < len(contexts) else None,
             **{**system, "metadata": dict(inp.metadata), "tags": list(inp.tags)},
         )
         for i, (cid, span) in enumerate(zip(chunk_ids, spans, strict=True))

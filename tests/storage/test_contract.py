@@ -708,3 +708,60 @@ async def test_concurrent_remembers_of_the_same_content_store_it_once(kb: Khora,
     assert (stats.documents, stats.chunks) == (1, 1)
     res = await kb.recall("When is the Kestrel review?", namespace=namespace, mode=SearchMode.VECTOR)
     assert len(res.chunks) == 1
+
+
+async def test_a_stored_vector_reads_back_equal(kb: Khora, namespace: str, embedder) -> None:
+    """What the embedder made is what every read returns, whatever the database driver's
+    vector codec hands back (pgvector's asyncpg codec returns arrays before 0.5, ``Vector``
+    objects since)."""
+    text = "Maya Chen is the CTO of Northwind Robotics."
+    await kb.remember(text, namespace=namespace)
+    expected = np.asarray(await embedder.embed_documents([text]), dtype=np.float32)[0]
+    result = await kb.recall("Who is the CTO?", namespace=namespace, mode=SearchMode.VECTOR)
+    chunk = result.chunks[0]
+    stored = await kb._stack.vectors.embeddings(namespace, [chunk.id])
+    assert set(stored) == {chunk.id}
+    assert all(isinstance(x, float) for x in stored[chunk.id])
+    np.testing.assert_allclose(np.asarray(stored[chunk.id], dtype=np.float32), expected, rtol=0, atol=1e-6)
+    page = await kb._stack.vectors.search(namespace, expected.tolist(), limit=1)
+    assert [h.chunk.id for h in page.hits] == [chunk.id]
+    assert page.hits[0].score == pytest.approx(1.0, abs=1e-5)
+    if page.hits[0].chunk.embedding is not None:  # a search hit carries its vector (for MMR)
+        got = np.asarray(page.hits[0].chunk.embedding, dtype=np.float32)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk_context", [True, False], ids=["context", "no-context"])
+async def test_a_title_is_searched_with_its_chunks(
+    stack_name: str, chunk_context: bool, request: pytest.FixtureRequest, tmp_path, embedder
+) -> None:
+    """``remember(text, title=...)`` finds the chunk by its title (BM25 and vector), unless
+    ``IngestConfig.chunk_context`` is off; the title never becomes part of the content."""
+    from tests.fixtures.stacks import config_for
+
+    cfg = config_for(stack_name, request, tmp_path / "data")
+    cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"chunk_context": chunk_context})})
+    async with Khora(config=cfg, embedder=embedder) as kb:
+        ns = (await kb.create_namespace("titles", namespace_id=f"t-{uuid.uuid4().hex[:10]}")).namespace_id
+        try:
+            await kb.remember("It ships in May with two new sensors.", namespace=ns, title="Quokkabot")
+            await kb.remember("The cafeteria opens at eight.", namespace=ns, title="Canteen")
+            res = await kb.recall("Quokkabot", namespace=ns, mode=SearchMode.KEYWORD)
+            assert bool(res.chunks) is chunk_context
+            if chunk_context:
+                assert res.chunks[0].content == "It ships in May with two new sensors."
+            vec = await kb.recall("When does the Quokkabot ship?", namespace=ns, mode=SearchMode.VECTOR)
+            top = vec.chunks[0].vector_similarity
+            plain = float(
+                np.dot(
+                    *np.asarray(
+                        [
+                            await embedder.embed_query("When does the Quokkabot ship?"),
+                            (await embedder.embed_documents(["It ships in May with two new sensors."]))[0],
+                        ]
+                    )
+                )
+            )
+            assert (top > plain + 0.05) is chunk_context  # the title moved the vector towards the question
+        finally:
+            await kb.delete_namespace(ns)

@@ -23,6 +23,7 @@ __all__ = [
     "document_insert_args",
     "dump_json",
     "namespace_from_row",
+    "vector_array",
 ]
 
 _SYSTEM = (*SYSTEM_DATE_KEYS, *SYSTEM_STRING_KEYS)
@@ -105,10 +106,19 @@ def _load_json(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value)
 
 
+def vector_array(value: Any) -> np.ndarray:
+    """A ``vector`` column as a float32 array, whatever pgvector's asyncpg codec returned:
+    a ``numpy`` array (pgvector 0.3 and 0.4) or a ``pgvector.Vector`` (0.5 and later)."""
+    to_numpy = getattr(value, "to_numpy", None)
+    if callable(to_numpy):
+        value = to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
 def _embedding(value: Any) -> list[float] | None:
     if value is None:
         return None
-    return np.asarray(value, dtype=np.float32).astype(float).tolist()
+    return vector_array(value).astype(float).tolist()
 
 
 def _system(row: asyncpg.Record) -> dict[str, Any]:

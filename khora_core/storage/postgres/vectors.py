@@ -13,7 +13,7 @@ from khora_core.config import StorageConfig
 from khora_core.errors import InvalidInputError
 from khora_core.models import ChunkHit
 from khora_core.storage.postgres.pool import PgPool
-from khora_core.storage.postgres.rows import CHUNK_COLUMNS, chunk_from_row
+from khora_core.storage.postgres.rows import CHUNK_COLUMNS, chunk_from_row, vector_array
 from khora_core.storage.protocols import SearchPage
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class PostgresVectorIndex:
             )
             for row in rows:
                 if row["embedding"] is not None:
-                    out[row["id"]] = np.asarray(row["embedding"], dtype=np.float32).tolist()
+                    out[row["id"]] = vector_array(row["embedding"]).tolist()
         return out
 
     async def similarities(

@@ -70,12 +70,6 @@ CREATE INDEX IF NOT EXISTS ix_chunks_occurred ON chunks (namespace_id, occurred_
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     content, content='chunks', content_rowid='rid',
     tokenize='porter unicode61 remove_diacritics 2');
-CREATE TRIGGER IF NOT EXISTS chunks_fts_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, content) VALUES (new.rid, new.content);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_fts_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, content) VALUES ('delete', old.rid, old.content);
-END;
 CREATE TABLE IF NOT EXISTS entities (
     namespace_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, name_lower TEXT NOT NULL,
     type TEXT NOT NULL, aliases TEXT NOT NULL DEFAULT '[]', description TEXT, embedding BLOB,
@@ -130,11 +124,30 @@ ENTITY_SELECT = "e.id, e.namespace_id, e.name, e.type, e.aliases, e.description,
 RELATIONSHIP_SELECT = "r.id, r.namespace_id, r.source_id, r.target_id, r.type, r.description, r.weight, r.document_id, r.chunk_id"
 
 
+#: BM25 indexes a chunk's ``context`` (title, heading path) with its content; a chunk
+#: stored before the column existed has none, and is indexed and unindexed by content alone.
+_FTS_TEXT = "CASE WHEN {row}.context IS NULL OR {row}.context = '' THEN {row}.content ELSE {row}.context || char(10) || {row}.content END"
+_FTS_TRIGGERS = f"""
+DROP TRIGGER IF EXISTS chunks_fts_ai;
+DROP TRIGGER IF EXISTS chunks_fts_ad;
+CREATE TRIGGER chunks_fts_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts (rowid, content) VALUES (new.rid, {_FTS_TEXT.format(row="new")});
+END;
+CREATE TRIGGER chunks_fts_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, content) VALUES ('delete', old.rid, {_FTS_TEXT.format(row="old")});
+END;
+"""
+
+
 def apply_schema(conn: sqlite3.Connection, dim: int) -> None:
     """Create or check the schema; record and verify the embedding dimension."""
     # Every statement is idempotent; executescript commits as it goes, so run it first
     # and check the metadata in a transaction of its own.
     conn.executescript(DDL)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
+    if "context" not in columns:  # folders written before chunks had a search context
+        conn.execute("ALTER TABLE chunks ADD COLUMN context TEXT")
+    conn.executescript(_FTS_TRIGGERS)
     conn.execute("BEGIN IMMEDIATE")
     try:
         _check_meta(conn, dim)

@@ -119,3 +119,25 @@ def test_property_offsets_budget_and_coverage(text: str, max_tokens: int, overla
     assert [s.start for s in spans] == sorted(s.start for s in spans)
     # Every non-space character belongs to some chunk.
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
+
+
+def test_heading_path_gives_the_headings_above_an_offset_outermost_first() -> None:
+    from khora_core.ingest.chunking import heading_path
+
+    text = "# Guide\nintro\n## Install\nsteps\n### Linux\napt\n## Use\nrun it\n"
+    assert heading_path(text, text.index("apt")) == ["Guide", "Install", "Linux"]
+    assert heading_path(text, text.index("run it")) == ["Guide", "Use"]  # a sibling ends Install
+    assert heading_path(text, text.index("## Install")) == ["Guide"]  # its own heading is in the chunk
+    assert heading_path(text, 0) == []
+    assert heading_path("no headings here", 10) == []
+
+
+def test_chunk_context_is_the_title_then_the_heading_path() -> None:
+    from khora_core.ingest.chunking import chunk_context, chunk_text
+
+    text = "# Guide\n\nintro text.\n\n## Install\n\n" + "Run the installer and wait. " * 40
+    spans = chunk_text(text, max_tokens=64, overlap_tokens=0)
+    last = spans[-1]
+    assert chunk_context("Handbook", text, last) == "Handbook\nGuide > Install"
+    assert chunk_context(None, text, last) == "Guide > Install"
+    assert chunk_context("  ", "plain", chunk_text("plain", max_tokens=64, overlap_tokens=0)[0]) is None
