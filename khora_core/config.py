@@ -177,12 +177,12 @@ class IngestConfig(_Section):
 
     model_config = SettingsConfigDict(env_prefix="KHORA_INGEST_", extra="forbid")
 
-    #: Chunk size, in tokenizer tokens.
     #: Search each chunk with its document's title and, in Markdown, the heading path above it
     #: in front (embedded and BM25-indexed with it, not part of its content), so a question
     #: that names the title finds the chunk. Chunks stored before keep their vectors until
     #: their document is remembered again.
     chunk_context: bool = True
+    #: Chunk size, in tokenizer tokens.
     chunk_tokens: int = 256
     #: Tokens that consecutive chunks share.
     chunk_overlap_tokens: int = 32
