@@ -22,7 +22,12 @@ from khora_core.models import (
 )
 from khora_core.sync import run_sync
 
-__all__ = ["Khora", "KhoraSync"]
+__all__ = ["MAX_LIMIT", "Khora", "KhoraSync"]
+
+#: The most results one read may ask for (``limit`` of recall and the entity reads).
+MAX_LIMIT = 10_000
+#: The largest ``offset`` of ``list_entities`` (the databases' 32-bit signed range).
+_MAX_OFFSET = 2**31 - 1
 
 
 class Khora:
@@ -183,7 +188,9 @@ class Khora:
         return list(await self.engine.stack.documents.list_namespaces())
 
     async def get_namespace(self, namespace_id: str) -> Namespace:
-        """Raises ``NamespaceNotFoundError`` when it does not exist."""
+        """Raises ``NamespaceNotFoundError`` when it does not exist, ``InvalidInputError``
+        when ``namespace_id`` is not a valid id."""
+        _check_namespace_id(namespace_id)
         ns = await self.engine.stack.documents.get_namespace(namespace_id)
         if ns is None:
             raise NamespaceNotFoundError(
@@ -211,6 +218,13 @@ class Khora:
                 ``UnsupportedContentError`` for the other input problems).
             NamespaceNotFoundError: the namespace does not exist.
         """
+        from khora_core.ingest.inputs import REMEMBER_FIELDS
+
+        unknown = sorted(set(kwargs) - REMEMBER_FIELDS)
+        if unknown:
+            raise InvalidInputError(
+                f"remember() got unknown keyword(s) {unknown}; allowed: {sorted(REMEMBER_FIELDS - {'content'})}"
+            )
         await self.get_namespace(namespace)
         return await self.engine.remember(content, namespace_id=namespace, **kwargs)
 
@@ -233,7 +247,16 @@ class Khora:
         Returns:
             One entry per item, in input order: its ``RememberResult``, or the ``KhoraError``
             that item raised. One bad item never loses the others.
+
+        Raises:
+            InvalidInputError: ``items`` is not a list of items (a string or a single
+                mapping is refused rather than taken apart).
+            NamespaceNotFoundError: the namespace does not exist.
         """
+        if isinstance(items, (str, bytes, bytearray, Mapping)) or not isinstance(items, Sequence):
+            raise InvalidInputError(
+                f"remember_batch() takes a list of items (strings or mappings), got {type(items).__name__}"
+            )
         await self.get_namespace(namespace)
         normalised = [{"content": it} if isinstance(it, str) else dict(it) for it in items]
         return await self.engine.remember_batch(
@@ -291,8 +314,8 @@ class Khora:
 
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("recall() needs a non-empty query string")
-        if limit < 1:
-            raise InvalidInputError(f"limit must be >= 1, got {limit}")
+        _check_text(query, "the recall query")
+        _check_count("limit", limit, 1)
         try:
             mode = SearchMode(mode)
         except ValueError as exc:
@@ -314,6 +337,8 @@ class Khora:
                 stacklevel=2,
             )
             window = (_aware(start_time), _aware(end_time))
+        if now is not None:
+            _check_date("now", now)
         # The namespace check (a round trip) runs while the question is being embedded; a
         # missing namespace cancels the recall and raises.
         recalling = asyncio.ensure_future(
@@ -346,6 +371,7 @@ class Khora:
         self, entity_id: str, *, namespace_id: str, include_sources: bool = False
     ) -> EntityProjection | None:
         """One entity by id, or None."""
+        _check_namespace_id(namespace_id)
         return await self.engine.entities.get_entity(
             entity_id, namespace_id=namespace_id, include_sources=include_sources
         )
@@ -360,6 +386,9 @@ class Khora:
         include_sources: bool = False,
     ) -> list[EntityProjection]:
         """A page of entities, most mentioned first."""
+        _check_namespace_id(namespace_id)
+        _check_count("offset", offset, 0, _MAX_OFFSET)
+        _check_count("limit", limit, 1)
         return await self.engine.entities.list_entities(
             namespace_id=namespace_id, offset=offset, limit=limit, type=type, include_sources=include_sources
         )
@@ -377,6 +406,11 @@ class Khora:
 
         ``method`` is ``"exact"``, ``"fuzzy"``, ``"embedding"`` or ``"all"``.
         """
+        _check_namespace_id(namespace_id)
+        if not isinstance(query, str):
+            raise InvalidInputError(f"search_entities() needs a query string, got {type(query).__name__}")
+        _check_text(query, "the entity query")
+        _check_count("limit", limit, 1)
         return await self.engine.entities.search_entities(
             query, namespace_id=namespace_id, limit=limit, method=method, include_sources=include_sources
         )
@@ -392,6 +426,9 @@ class Khora:
         include_sources: bool = False,
     ) -> list[EntityProjection]:
         """Entities within ``depth`` hops of ``entity_id`` (optionally over some relationship types)."""
+        _check_namespace_id(namespace_id)
+        _check_count("depth", depth, 1)
+        _check_count("limit", limit, 1)
         return await self.engine.entities.find_related_entities(
             entity_id,
             namespace_id=namespace_id,
@@ -413,6 +450,35 @@ def _aware(value: datetime | None) -> datetime | None:
 def _check_namespace_id(namespace_id: str) -> None:
     if not isinstance(namespace_id, str) or not namespace_id or len(namespace_id) > 200:
         raise InvalidInputError("namespace_id must be a non-empty string of at most 200 characters")
+    _check_text(namespace_id, "namespace_id")
+
+
+def _check_text(value: str, what: str) -> None:
+    from khora_core.ingest.inputs import check_text
+
+    check_text(value, what)
+
+
+def _check_count(name: str, value: Any, minimum: int, maximum: int = MAX_LIMIT) -> None:
+    """``value`` must be an int from ``minimum`` to ``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name} must be an integer, got {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise InvalidInputError(f"{name} must be between {minimum} and {maximum:,}, got {value}")
+
+
+def _check_date(name: str, value: datetime) -> None:
+    from khora_core.ingest.inputs import MAX_DATE, MIN_DATE
+
+    try:
+        aware = _aware(value)
+    except OverflowError:  # an offset that moves the value out of the calendar
+        aware = None
+    if aware is None or not MIN_DATE <= aware <= MAX_DATE:
+        raise InvalidInputError(
+            f"{name}={value!r} is out of the supported date range "
+            f"{MIN_DATE.date().isoformat()} to {MAX_DATE.date().isoformat()}"
+        )
 
 
 _SYNC_METHODS = (

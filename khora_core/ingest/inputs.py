@@ -14,8 +14,14 @@ Rules (all violations raise ``InvalidInputError`` or a subclass, before anything
   value stays in ``metadata`` too (as an ISO string), so the caller's metadata comes back as
   given and both ``occurred_at`` and ``metadata.occurred_at`` can be filtered on;
 * metadata must be JSON: string keys; datetimes and dates become ISO strings, tuples and
-  sets lists, UUIDs and paths strings; NaN/infinity and other objects are refused;
-* ``tags`` is a list of strings (duplicates dropped, order kept).
+  sets lists, UUIDs and paths strings; NaN/infinity and other objects are refused, and so
+  is metadata nested deeper than :data:`MAX_METADATA_DEPTH` or holding itself;
+* ``tags`` is a list of strings (duplicates dropped, order kept);
+* every string (content, the string fields, tags, metadata keys and values) must be valid
+  Unicode without NUL characters (:func:`check_text`): a lone surrogate cannot be encoded
+  as UTF-8 and PostgreSQL cannot store NUL, so both are refused on every stack alike;
+* dates must lie between :data:`MIN_DATE` and :data:`MAX_DATE`, which every stack stores
+  as they are and date arithmetic can move a little in either direction.
 """
 
 from __future__ import annotations
@@ -32,10 +38,27 @@ from typing import Any
 from khora_core.config import IngestConfig
 from khora_core.errors import ContentTooLargeError, InvalidInputError, UnsupportedContentError
 
-__all__ = ["REMEMBER_FIELDS", "RememberInput", "normalise_content_type", "prepare_input", "to_utc"]
+__all__ = [
+    "MAX_DATE",
+    "MAX_METADATA_DEPTH",
+    "MIN_DATE",
+    "REMEMBER_FIELDS",
+    "RememberInput",
+    "check_text",
+    "normalise_content_type",
+    "prepare_input",
+    "to_utc",
+]
 
 _PLAIN = {"text/plain", "text", "plain", "txt", "text/txt"}
 _MARKDOWN = {"text/markdown", "markdown", "md", "text/x-markdown", "text/md"}
+#: How deep metadata may nest (a mapping or list inside another counts one level).
+MAX_METADATA_DEPTH = 32
+#: The earliest and latest dates accepted: a year inside them on either side, so that
+#: PostgreSQL never stores them as -infinity/infinity and "a year before" stays a date.
+MIN_DATE = datetime(2, 1, 1, tzinfo=timezone.utc)
+MAX_DATE = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+
 _STRING_FIELDS = ("title", "source_type", "source_name", "source_url", "external_id", "source")
 
 #: The keys a ``remember_batch`` item may carry (the keywords of ``remember``).
@@ -114,7 +137,7 @@ def to_utc(value: Any, field_name: str) -> datetime | None:
         dt = datetime(value.year, value.month, value.day)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
-            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+            dt = datetime.fromtimestamp(float(value), tz=timezone.utc)
         except (OverflowError, OSError, ValueError) as exc:
             raise InvalidInputError(f"{field_name}={value!r} is not a valid epoch timestamp") from exc
     elif isinstance(value, str):
@@ -131,14 +154,41 @@ def to_utc(value: Any, field_name: str) -> datetime | None:
         raise InvalidInputError(
             f"{field_name} must be a datetime or an ISO-8601 string, got {type(value).__name__}"
         )
-    if dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+    try:
+        aware = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    except OverflowError as exc:  # an offset that moves year 1 or 9999 out of range
+        raise InvalidInputError(f"{field_name}={value!r} is out of the supported date range") from exc
+    if not MIN_DATE <= aware <= MAX_DATE:
+        raise InvalidInputError(
+            f"{field_name}={value!r} is out of the supported date range "
+            f"{MIN_DATE.date().isoformat()} to {MAX_DATE.date().isoformat()}"
+        )
+    return aware
 
 
-def _json_value(value: Any, path: str) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
+def check_text(value: str, what: str) -> str:
+    """``value`` unchanged when it is valid Unicode without NUL characters.
+
+    Raises:
+        InvalidInputError: a lone surrogate (not encodable as UTF-8) or a NUL character.
+    """
+    if "\x00" in value:
+        raise InvalidInputError(f"{what} contains a NUL character (\\x00), which Khora does not store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{what} is not valid Unicode: a lone surrogate at position {exc.start}"
+        ) from exc
+    return value
+
+
+def _json_value(value: Any, path: str, parents: tuple[int, ...] = ()) -> Any:
+    """``value`` as JSON; ``parents``: ids of the containers around it (depth and cycles)."""
+    if value is None or isinstance(value, (bool, int)):
         return value
+    if isinstance(value, str):
+        return check_text(value, f"metadata{path}")
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise InvalidInputError(f"metadata{path} is {value}: NaN and infinity are not JSON")
@@ -148,9 +198,15 @@ def _json_value(value: Any, path: str) -> Any:
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, enum.Enum):
-        return _json_value(value.value, path)
+        return _json_value(value.value, path, parents)
     if isinstance(value, (uuid.UUID, PurePath)):
-        return str(value)
+        return check_text(str(value), f"metadata{path}")
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        if id(value) in parents:
+            raise InvalidInputError(f"metadata{path} contains itself; metadata must be a tree")
+        if len(parents) >= MAX_METADATA_DEPTH:
+            raise InvalidInputError(f"metadata{path} is nested more than {MAX_METADATA_DEPTH} levels deep")
+        inner = (*parents, id(value))
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
@@ -158,12 +214,13 @@ def _json_value(value: Any, path: str) -> Any:
                 raise InvalidInputError(
                     f"metadata{path} has a non-string key {key!r}; metadata keys must be strings"
                 )
-            out[key] = _json_value(item, f"{path}.{key}")
+            check_text(key, f"a metadata key in metadata{path}")
+            out[key] = _json_value(item, f"{path}.{key}", inner)
         return out
     if isinstance(value, (list, tuple)):
-        return [_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_json_value(v, f"{path}[{i}]", inner) for i, v in enumerate(value)]
     if isinstance(value, (set, frozenset)):
-        return sorted((_json_value(v, f"{path}[]") for v in value), key=repr)
+        return sorted((_json_value(v, f"{path}[]", inner) for v in value), key=repr)
     raise InvalidInputError(f"metadata{path} holds a {type(value).__name__}, which is not JSON")
 
 
@@ -172,7 +229,7 @@ def _types(value: Any, name: str) -> list[str] | None:
         return None
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise InvalidInputError(f"{name} must be a list of strings, e.g. ['PERSON', 'ORGANIZATION']")
-    out = [str(v).strip() for v in value if str(v).strip()]
+    out = [check_text(str(v).strip(), name) for v in value if str(v).strip()]
     return out or None
 
 
@@ -199,6 +256,7 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
             f"content has {len(content):,} characters, over the limit of {config.max_content_chars:,}. "
             "Split it into several documents or raise KHORA_INGEST_MAX_CONTENT_CHARS."
         )
+    check_text(content, "content")
     content_type = normalise_content_type(kwargs.get("content_type"))
     raw_meta = kwargs.get("metadata") or {}
     if not isinstance(raw_meta, Mapping):
@@ -210,12 +268,14 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
     tags = kwargs.get("tags") or []
     if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(isinstance(t, str) for t in tags):
         raise InvalidInputError("tags must be a list of strings")
+    for tag in tags:
+        check_text(tag, "a tag")
     strings: dict[str, str | None] = {}
     for name in _STRING_FIELDS:
         value = kwargs.get(name)
         if value is not None and not isinstance(value, str):
             raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
-        strings[name] = value
+        strings[name] = None if value is None else check_text(value, name)
     return RememberInput(
         content=content,
         content_type=content_type,

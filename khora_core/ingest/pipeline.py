@@ -23,7 +23,11 @@ instead of one per document), retried item by item if the store rejects it, so a
 costs only itself. That write lands before the next window looks up stored entities, so
 the same batch builds the same graph however fast the store is.
 Each item ends as a ``RememberResult`` or the ``KhoraError`` that stopped it, at its input
-index: no item is lost, and one failure does not stop the others. Items with the same
+index: no item is lost, and one failure does not stop the others, except a server that
+cannot be reached: once an item fails with ``StorageUnavailableError``, every item not yet
+written fails with one too, without trying (so a batch whose server died returns within
+about one driver retry period, ``StorageConfig.connect_timeout_s`` and at least 5 s, not
+one per item). Items with the same
 ``external_id`` are written in input order (a later one is written on its own, after the
 earlier one); an item repeating an earlier item's content waits for it and reports it as a
 duplicate.
@@ -43,7 +47,7 @@ from typing import Any
 
 from khora_core.config import KhoraConfig
 from khora_core.embedding.base import Embedder
-from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError
+from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError, StorageUnavailableError
 from khora_core.ingest.candidates import candidate_names
 from khora_core.ingest.chunking import TextSpan, chunk_text
 from khora_core.ingest.dedup import content_hash, document_id, settle_stored
@@ -228,7 +232,11 @@ class IngestPipeline:
         limit = asyncio.Semaphore(width)  # lookups and extraction
         write_limit = asyncio.Semaphore(width)  # writes (they overlap the next window)
 
+        lost: list[StorageUnavailableError] = []  # the first unreachable-server error
+
         def settle(work: WorkItem, outcome: BatchOutcome) -> None:
+            if isinstance(outcome, StorageUnavailableError) and not lost:
+                lost.append(outcome)
             if work.outcome is None:
                 work.outcome = outcome
                 work.done.set()
@@ -263,6 +271,8 @@ class IngestPipeline:
                     work,
                     RememberResult(document_id=first.document_id, namespace_id=namespace_id, duplicate=True),
                 )
+            elif isinstance(first, StorageUnavailableError):
+                settle(work, first)
             else:
                 settle(
                     work, KhoraError(f"Same content as batch item {original.index}, which failed: {first}")
@@ -288,6 +298,9 @@ class IngestPipeline:
                 await self._embed_chunks(live, settle)
                 self._select_batch_core([w for w in live if w.outcome is None])
             for window in windows(live, self._slice_size()):
+                if lost:
+                    _give_up(window, lost[0], settle)
+                    continue
                 if not batch_skeleton:
                     await self._embed_chunks(window, settle)
                 # The previous window's write runs while this one embeds and extracts; it
@@ -298,6 +311,9 @@ class IngestPipeline:
                 if writing is not None:
                     await writing
                 ready = [w for w in ready if w.outcome is None]
+                if lost:
+                    _give_up(ready, lost[0], settle)
+                    continue
                 await self._find_stored(ready, namespace_id, settle)
                 ready = [w for w in ready if w.outcome is None]
                 await self._build_graphs(ready, namespace_id, names, built, settle)
@@ -481,6 +497,18 @@ class IngestPipeline:
             or ChunkExtraction(chunk_id=cid, failed=True, error="extractor returned no result")
             for cid, _ in pairs
         }
+
+
+def _give_up(works: list[WorkItem], cause: StorageUnavailableError, settle: Any) -> None:
+    """Fail the items not yet written: an earlier one found a server unreachable."""
+    for work in works:
+        if work.outcome is None:
+            error = StorageUnavailableError(
+                f"Not written: an earlier item of this batch could not reach the server ({cause})",
+                setting=cause.setting,
+            )
+            error.__cause__ = cause
+            settle(work, error)
 
 
 def _progress_bar(total: int) -> Any:

@@ -1,6 +1,8 @@
 """The write stage of ``remember_batch``: a window's items land with one
 ``stack.write_many``; an item that must follow an earlier same-``external_id`` item, or
-every item of a group the store rejected, is written on its own."""
+every item of a group the store rejected, is written on its own. A server that cannot be
+reached fails the whole window at once (``StorageUnavailableError`` on every item): one by
+one, each item would wait out the driver's retry period again."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import asyncio
 import logging
 from typing import Any
 
+from khora_core.errors import StorageUnavailableError
 from khora_core.ingest.items import BatchOutcome, WorkItem, as_khora_error
 from khora_core.ingest.records import document_records
 from khora_core.models import RememberResult, WriteBatch
@@ -30,6 +33,10 @@ async def write_window(
         try:
             batches = list(await asyncio.gather(*(_batch(stack, w, namespace_id, limit) for w in grouped)))
             await stack.write_many(namespace_id, batches)
+        except StorageUnavailableError as exc:
+            for work in grouped + alone:
+                settle(work, exc)
+            return
         except Exception as exc:
             logger.info(
                 "grouped write of %d documents failed (%s); writing them one by one", len(grouped), exc
@@ -52,6 +59,8 @@ async def _write_one(
         async with limit:
             await stack.write(namespace_id, batch)
         outcome: BatchOutcome = _result(work, batch)
+    except StorageUnavailableError as exc:
+        outcome = exc  # the lookup below would wait on the same server
     except Exception as exc:  # keep the batch going; report it on the item
         outcome = await _stored_meanwhile(stack, work, namespace_id) or as_khora_error(exc, work.index)
     settle(work, outcome)

@@ -25,8 +25,10 @@ Conventions (documented because several readings are possible):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
 
 __all__ = [
     "TemporalReference",
@@ -46,6 +48,8 @@ _NUMBER_WORDS = {
     "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
     "few": 3, "couple": 2, "several": 3,
 }  # fmt: skip
+T = TypeVar("T")
+
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _ORDINAL_QUARTERS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "last": 4}
 
@@ -260,6 +264,22 @@ def _ago(now: datetime, n: int, unit: str) -> tuple[datetime, datetime, str]:
     return _day(now.year - n, 1, 1), _day(now.year - n + 1, 1, 1), "year"
 
 
+def _day_window(today: datetime, back: int) -> tuple[datetime, datetime]:
+    """The day ``back`` days before ``today``, as ``[start, end)``."""
+    start = today - timedelta(days=back)
+    return start, start + timedelta(days=1)
+
+
+def _bounded(resolve: Callable[..., T], *args: Any) -> T | None:
+    """``resolve(*args)``, or None when the window would leave the calendar (before year
+    1 or after 9999, e.g. "12345678901234567890 days ago", "after 9999-12-31", or "last
+    year" with ``now`` in year 1): such an expression names no date to boost."""
+    try:
+        return resolve(*args)
+    except (OverflowError, ValueError):
+        return None
+
+
 def parse_temporal(query: str, *, now: datetime) -> list[TemporalReference]:
     """Find and resolve the time expressions of ``query``.
 
@@ -284,38 +304,47 @@ def parse_temporal(query: str, *, now: datetime) -> list[TemporalReference]:
 
     today = _day(now.year, now.month, now.day)
     for m in _AGO_RE.finditer(query):
-        s, e, gran = _ago(now, _num(m.group("n")), m.group("unit").lower())
-        add(m, TemporalReference(m.group(0), s, e, "window", gran, True))
+        resolved = _bounded(_ago, now, _num(m.group("n")), m.group("unit").lower())
+        if resolved is not None:
+            s, e, gran = resolved
+            add(m, TemporalReference(m.group(0), s, e, "window", gran, True))
     for m in _REL_SPAN_RE.finditer(query):
         if free(*m.span()):
             n, unit = _num(m.group("n")), m.group("unit").lower()
             days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * n
-            add(m, TemporalReference(m.group(0), now - timedelta(days=days), now, "window", "span", True))
+            start = _bounded(lambda d: now - timedelta(days=d), days)
+            if start is not None:
+                add(m, TemporalReference(m.group(0), start, now, "window", "span", True))
     for m in _REL_PERIOD_RE.finditer(query):
         if free(*m.span()):
-            s, e, gran = _relative(now, m.group(0), m.group("unit").lower(), m.group("which"))
-            add(m, TemporalReference(m.group(0), s, e, "window", gran, True))
+            period = _bounded(_relative, now, m.group(0), m.group("unit").lower(), m.group("which"))
+            if period is not None:
+                s, e, gran = period
+                add(m, TemporalReference(m.group(0), s, e, "window", gran, True))
     for m in _DAY_WORD_RE.finditer(query):
         if free(*m.span()):
-            s = today - timedelta(days=1) if m.group("w").lower() == "yesterday" else today
-            add(m, TemporalReference(m.group(0), s, s + timedelta(days=1), "window", "day", True))
+            back = 1 if m.group("w").lower() == "yesterday" else 0
+            day = _bounded(_day_window, today, back)
+            if day is not None:
+                add(m, TemporalReference(m.group(0), *day, "window", "day", True))
     for m in _WEEKDAY_RE.finditer(query):
         if free(*m.span()):
             back = (today.weekday() - _WEEKDAYS.index(m.group("wd").lower())) % 7
             if back == 0 and m.group("which").lower() in ("last", "past"):
                 back = 7
-            s = today - timedelta(days=back)
-            add(m, TemporalReference(m.group(0), s, s + timedelta(days=1), "window", "day", True))
+            day = _bounded(_day_window, today, back)
+            if day is not None:
+                add(m, TemporalReference(m.group(0), *day, "window", "day", True))
     for m in _DATE_RE.finditer(query):
         if not free(*m.span()):
             continue
         # A bare month name ("may", "march") is a date only after a preposition.
         if m.group("m6") and not m.group("prep"):
             continue
-        resolved = _absolute(m, now)
-        if resolved is None:
+        resolved_date = _bounded(_absolute, m, now)
+        if resolved_date is None:
             continue
-        s, e, gran, rel = resolved
+        s, e, gran, rel = resolved_date
         start, end, kind = _with_prep(m.group("prep"), s, e)
         text = m.group(0) if kind != "window" else m.group(0)[len(m.group("prep") or "") :]
         add(m, TemporalReference(text.strip(), start, end, kind, gran, rel))

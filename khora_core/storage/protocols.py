@@ -315,9 +315,12 @@ class StorageStack(Protocol):
     async def write(self, namespace_id: str, batch: WriteBatch) -> None:
         """Land a whole batch (document, chunks, vectors, keyword terms, graph) or none of it.
 
-        Document ids in ``batch.replaces`` are deleted in the same write. On a stack that
-        spans two servers, a failure on one side is compensated so recall never sees a
-        half-written document.
+        Document ids in ``batch.replaces`` are deleted in the same write, and so is every
+        other stored version of the document's ``external_id`` (added to
+        ``batch.replaces``), so concurrent writers of one external id keep one version. A
+        document id that is stored already raises ``InvalidInputError`` (a concurrent write
+        of the same content landed first). On a stack that spans two servers, a failure on
+        one side is compensated so recall never sees a half-written document.
         """
         ...
 

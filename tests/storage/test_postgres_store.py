@@ -308,16 +308,31 @@ async def test_get_documents_in_batches_of_1000(pg: Pg) -> None:
     assert [d.id for d in got] == list(reversed(ids))
 
 
-async def test_write_replaces_and_rewrite_is_idempotent(pg: Pg) -> None:
+async def test_write_replaces_and_a_stored_document_id_is_refused(pg: Pg) -> None:
     ns = await new_namespace(pg)
     old = make_batch(ns, [("old version text", vec(1))], external_id="same")
     await pg.docs.write_rows(ns, old)
     new = make_batch(ns, [("new version text", vec(0, 1))], external_id="same", replaces=[old.document.id])
     await pg.docs.write_rows(ns, new)
-    await pg.docs.write_rows(ns, new)  # a retried write leaves one copy
+    # Writing a stored document id again (a concurrent write of the same content landed
+    # first) is refused, typed, and leaves the one copy.
+    with pytest.raises(InvalidInputError, match="stored already"):
+        await pg.docs.write_rows(ns, new)
     assert [d.id for d in await pg.docs.find_documents_by_external_id(ns, "same")] == [new.document.id]
     assert await table_counts(pg, ns) == {"khora_documents": 1, "khora_chunks": 1, "khora_terms": 3}
     assert await pg.docs.get_chunks(ns, [old.chunks[0].id]) == []
+
+
+async def test_concurrent_writes_of_one_external_id_keep_the_last(pg: Pg) -> None:
+    """Neither writer names the other in ``replaces``; the row write finds it under the
+    external id's lock, whatever the interleaving, and reports it in ``replaces``."""
+    ns = await new_namespace(pg)
+    batches = [make_batch(ns, [(f"version {i} text", vec(i + 1))], external_id="ext") for i in range(6)]
+    await asyncio.gather(*(pg.docs.write_rows(ns, b) for b in batches))
+    (kept,) = await pg.docs.find_documents_by_external_id(ns, "ext")
+    replaced = {d for b in batches for d in b.replaces}
+    assert replaced == {b.document.id for b in batches} - {kept.id}
+    assert await table_counts(pg, ns) == {"khora_documents": 1, "khora_chunks": 1, "khora_terms": 3}
 
 
 async def test_failed_write_leaves_nothing(pg: Pg) -> None:

@@ -890,6 +890,8 @@ async def test_second_writer_process_is_refused(stack: SqliteLanceStack, config:
     )
     assert "REFUSED" in out.stdout, out.stdout + out.stderr
     assert "already open for writing" in out.stdout
+    # The way out it names is one a Khora user has (Khora takes no read_only argument).
+    assert "Khora(data_dir=...)" in out.stdout and "open this one with read_only" not in out.stdout
     assert f"READER ['{ns}']" in out.stdout
     # in-process, a second writer on the same folder is refused too
     with pytest.raises(StorageError, match="already open for writing"):

@@ -35,7 +35,7 @@ import numpy as np
 from neo4j import AsyncManagedTransaction
 
 from khora_core.errors import InvalidInputError
-from khora_core.storage.neo4j.records import ENTITY_FIELDS, entity_from_props
+from khora_core.storage.neo4j.records import ENTITY_FIELDS, entity_from_props, present
 from khora_core.storage.neo4j.schema import VECTOR_INDEX
 from khora_core.storage.neo4j.search import ENTITIES_BY_ID, records_of, rows_of
 from khora_core.storage.neo4j.sessions import Sessions
@@ -208,7 +208,7 @@ def _hits(pairs: Sequence[Any], min_similarity: float) -> list[EntityHit]:
     """``[(index score, entity fields)]``, best first, as hits of at least ``min_similarity``."""
     out = []
     for score, fields in pairs:
-        if score is None:
+        if score is None or not present(fields):
             continue
         cosine = _raw_cosine(score)
         if cosine >= min_similarity:
@@ -245,7 +245,7 @@ async def grown_searches_tx(
         scored.append([(cosine, eid) for cosine, eid in ranked if cosine >= min_similarity][:limit])
     ids = sorted({eid for pairs in scored for _, eid in pairs})
     rows = await rows_of(tx, ENTITIES_BY_ID, ns=ns, ids=ids) if ids else []
-    entities = {r["e"]["id"]: entity_from_props(r["e"]) for r in rows}
+    entities = {r["e"]["id"]: entity_from_props(r["e"]) for r in rows if present(r["e"])}
     return [
         [EntityHit(entity=entities[eid], score=c) for c, eid in pairs if eid in entities] for pairs in scored
     ]

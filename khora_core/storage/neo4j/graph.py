@@ -39,6 +39,8 @@ from khora_core.storage.neo4j.lookups import (
 from khora_core.storage.neo4j.records import (
     entity_from_props,
     fold,
+    present,
+    present_edge,
     relationship_from_props,
 )
 from khora_core.storage.neo4j.schema import NAME_WORDS_INDEX, ensure_schema
@@ -165,7 +167,9 @@ class Neo4jGraphStore:
         if not ids:
             return []
         rows = await self._db.fetch_rows(GET_ENTITIES, ns=namespace_id, ids=ids)
-        found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
+        found = {
+            r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows if present(r["e"])
+        }
         return [found[i] for i in ids if i in found]
 
     async def list_entities(
@@ -175,7 +179,7 @@ class Neo4jGraphStore:
         rows = await self._db.fetch_rows(
             LIST_ENTITIES, ns=namespace_id, type=type, offset=max(0, offset), limit=max(0, limit)
         )
-        return [entity_from_props(r["e"]) for r in rows]
+        return [entity_from_props(r["e"]) for r in rows if present(r["e"])]
 
     async def find_entities_by_name(self, namespace_id: str, names: Sequence[str]) -> list[Entity]:
         """Exact, case-insensitive matches on name or alias."""
@@ -183,7 +187,9 @@ class Neo4jGraphStore:
         if not keys:
             return []
         rows = await self._db.fetch_rows(FIND_BY_NAME, ns=namespace_id, keys=keys)
-        found = {r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows}
+        found = {
+            r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows if present(r["e"])
+        }
         return sorted(found.values(), key=lambda e: (-e.mention_count, e.id))
 
     async def find_entities_by_words(
@@ -209,7 +215,7 @@ class Neo4jGraphStore:
             k=int(limit),
         )
         for r in rows:
-            out[asked[r["i"]]] = [entity_from_props(e) for e in r["entities"]]
+            out[asked[r["i"]]] = [entity_from_props(e) for e in r["entities"] if present(e)]
         return out
 
     async def search_entities_by_vector(
@@ -302,7 +308,7 @@ class Neo4jGraphStore:
         if not chunk_ids:
             return {}
         rows = await self._db.fetch_rows(ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
-        return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"]] for r in rows}
+        return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"] if present(e)] for r in rows}
 
     async def relationships_among(
         self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
@@ -313,7 +319,9 @@ class Neo4jGraphStore:
         rows = await self._db.fetch_rows(
             RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
         )
-        return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
+        return [
+            relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows if present_edge(r)
+        ]
 
     async def chunk_graph(
         self,
@@ -337,13 +345,17 @@ class Neo4jGraphStore:
             max_relationships=max(0, int(max_relationships)),
         )
         row = rows[0]
-        chunk_entities = {p["chunk_id"]: [entity_from_props(e) for e in p["entities"]] for p in row["chunks"]}
+        chunk_entities = {
+            p["chunk_id"]: [entity_from_props(e) for e in p["entities"] if present(e)] for p in row["chunks"]
+        }
         by_id = {e.id: e for ents in chunk_entities.values() for e in ents}
         return ChunkGraph(
             chunk_entities=chunk_entities,
-            entities=[by_id[i] for i in row["kept"]],
+            entities=[by_id[i] for i in row["kept"] if i in by_id],
             relationships=[
-                relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in row["relationships"]
+                relationship_from_props(r["r"], r["source_id"], r["target_id"])
+                for r in row["relationships"]
+                if present_edge(r)
             ],
         )
 
@@ -379,7 +391,9 @@ class Neo4jGraphStore:
             rows = await self._db.fetch_rows(LIST_RELATIONSHIPS, **params)
         else:
             rows = await self._db.fetch_rows(LIST_RELATIONSHIPS_OF, ids=list(set(entity_ids)), **params)
-        return [relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows]
+        return [
+            relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows if present_edge(r)
+        ]
 
     # -- writes outside a document -----------------------------------------------------------
 

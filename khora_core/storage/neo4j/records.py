@@ -28,6 +28,8 @@ __all__ = [
     "entity_from_props",
     "entity_row",
     "fold",
+    "present",
+    "present_edge",
     "relationship_from_props",
     "relationship_row",
     "to_datetime",
@@ -218,6 +220,18 @@ def relationship_from_props(props: Mapping[str, Any], source_id: str, target_id:
         document_id=props.get("document_id") or "",
         chunk_id=props.get("chunk_id"),
     )
+
+
+def present(props: Mapping[str, Any] | None) -> bool:
+    """True when a node read is whole. A read runs at read-committed isolation, so a node
+    a concurrent ``forget`` deleted while the statement ran comes back as an empty map or
+    null; reads skip it, as if the delete had come first."""
+    return bool(props) and props.get("id") is not None  # type: ignore[union-attr]
+
+
+def present_edge(row: Mapping[str, Any]) -> bool:
+    """:func:`present` for a relationship row (``r``, ``source_id``, ``target_id``)."""
+    return present(row.get("r")) and row.get("source_id") is not None and row.get("target_id") is not None
 
 
 def unique_by_id(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,6 +17,8 @@ from khora_core.storage.neo4j.records import (
     ENTITY_FIELDS,
     chunk_from_props,
     entity_from_props,
+    present,
+    present_edge,
     relationship_from_props,
 )
 from khora_core.storage.protocols import Neighbourhood, SearchPage
@@ -126,6 +128,8 @@ async def neighbourhood_tx(
             break
         nxt: list[str] = []
         for row in await rows_of(tx, _HOP, ns=ns, frontier=frontier, fanout=max_fanout, types=types):
+            if row["other_id"] is None or not present_edge(row):
+                continue  # deleted while the walk read it
             if row["other_id"] not in distance:
                 if len(distance) >= limit:
                     continue
@@ -135,7 +139,7 @@ async def neighbourhood_tx(
             walked.setdefault(rel.id, rel)
         frontier = nxt
     rows = await rows_of(tx, ENTITIES_BY_ID, ns=ns, ids=list(distance)) if distance else []
-    found = {r["e"]["id"]: entity_from_props(r["e"]) for r in rows}
+    found = {r["e"]["id"]: entity_from_props(r["e"]) for r in rows if present(r["e"])}
     return Neighbourhood(
         entities=[found[e] for e in distance if e in found],
         relationships=[r for r in walked.values() if r.source_id in found and r.target_id in found],
@@ -182,6 +186,8 @@ async def chunks_for_entities_tx(
     while True:
         rows = await rows_of(tx, query, ns=ns, ids=entity_ids, skip=skip, size=size, **params)
         for row in rows:
+            if not present(row["c"]):
+                continue  # deleted while the statement read it
             chunk = chunk_from_props(row["c"])
             # Defensive: the pushed part was already enforced, but the result must never
             # depend on one compiler being exactly right.

@@ -149,6 +149,19 @@ class PostgresDocumentStore:
         )
         return [document_from_row(r) for r in rows]
 
+    async def stored_document_ids(self, namespace_id: str, document_ids: Sequence[str]) -> set[str]:
+        """The ids among ``document_ids`` that the namespace holds."""
+        found: set[str] = set()
+        ids = _unique(document_ids)
+        for i in range(0, len(ids), ID_BATCH):
+            rows = await self._pool.fetch(
+                "SELECT id FROM khora_documents WHERE namespace_id = $1 AND id = ANY($2::text[])",
+                namespace_id,
+                ids[i : i + ID_BATCH],
+            )
+            found.update(r["id"] for r in rows)
+        return found
+
     async def get_chunks(self, namespace_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The namespace's chunks among ``chunk_ids``, in the order asked; unknown ids are skipped."""
         rows = await self._by_ids(
@@ -220,13 +233,16 @@ class PostgresDocumentStore:
     async def write_rows(self, namespace_id: str, batch: WriteBatch) -> None:
         """Land the batch's document, chunks, embeddings and BM25 terms in one transaction.
 
-        Documents in ``batch.replaces`` (and an older copy of this document id) are deleted
-        in the same transaction, so a retried write leaves one copy.
+        Documents in ``batch.replaces`` are deleted in the same transaction, and so is every
+        other stored version of the document's ``external_id``: writes of one external id
+        take a transaction lock on it, so of concurrent writers the last one wins and one
+        version is kept. The versions found that way are added to ``batch.replaces``.
 
         Raises:
             NamespaceNotFoundError: the namespace does not exist.
-            InvalidInputError: the batch names another namespace or document, or a value
-                PostgreSQL rejects (wrong embedding dimension, NUL characters).
+            InvalidInputError: the batch names another namespace or document, a document
+                id that is stored already (a concurrent write of the same content won), or
+                a value PostgreSQL rejects (wrong embedding dimension, NUL characters).
             StorageUnavailableError: the server is unreachable (nothing was written).
         """
         await self.write_rows_many(namespace_id, [batch])
@@ -255,9 +271,8 @@ class PostgresDocumentStore:
                     raise NamespaceNotFoundError(
                         f"Namespace {namespace_id!r} does not exist; create it with create_namespace"
                     )
-                await _delete_documents(
-                    conn, namespace_id, [d for b in batches for d in (*b.replaces, b.document.id)]
-                )
+                await _claim_external_ids(conn, namespace_id, batches)
+                await _delete_documents(conn, namespace_id, [d for b in batches for d in b.replaces])
                 await conn.executemany(DOCUMENT_INSERT, doc_args)
                 if chunk_args:
                     await conn.executemany(CHUNK_INSERT, chunk_args)
@@ -273,6 +288,12 @@ class PostgresDocumentStore:
             cause = exc.__cause__ if exc.__cause__ is not None else exc
             if isinstance(cause, asyncpg.DataError):
                 raise InvalidInputError(f"PostgreSQL rejected a value of the batch: {cause}") from exc
+            if isinstance(cause, asyncpg.UniqueViolationError) and cause.table_name == "khora_documents":
+                raise InvalidInputError(
+                    f"A document of the batch is stored already in namespace {namespace_id!r} "
+                    "(a concurrent write of the same content landed first); delete it first or "
+                    "list it in WriteBatch.replaces"
+                ) from exc
             if isinstance(cause, asyncpg.ForeignKeyViolationError | asyncpg.UniqueViolationError):
                 raise InvalidInputError(f"The batch is inconsistent: {cause}") from exc
             raise
@@ -326,6 +347,38 @@ def _prepare_rows(
             t_chunks.append(chunk.id)
             t_tfs.append(count)
     return chunk_args, (t_terms, t_chunks, t_tfs)
+
+
+async def _claim_external_ids(
+    conn: asyncpg.Connection, namespace_id: str, batches: Sequence[WriteBatch]
+) -> None:
+    """Lock the batches' external ids for this transaction and add every other stored
+    version of each to its batch's ``replaces``.
+
+    The locks are transaction-level advisory locks on (namespace, external id) hashes,
+    taken in hash order so two writers never wait on each other in a cycle; a concurrent
+    write of the same external id waits here until this transaction ends, then sees this
+    version and replaces it.
+    """
+    by_external = {b.document.external_id: b for b in batches if b.document.external_id}
+    if not by_external:
+        return
+    keys = sorted(by_external)
+    for row in await conn.fetch(
+        "SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h", keys
+    ):
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1), $2)", namespace_id, row["h"])
+    own = [b.document.id for b in batches]
+    for row in await conn.fetch(
+        "SELECT id, external_id FROM khora_documents WHERE namespace_id = $1 "
+        "AND external_id = ANY($2::text[]) AND NOT (id = ANY($3::text[])) ORDER BY created_at, id",
+        namespace_id,
+        keys,
+        own,
+    ):
+        batch = by_external[row["external_id"]]
+        if row["id"] not in batch.replaces:
+            batch.replaces.append(row["id"])
 
 
 async def _delete_documents(

@@ -6,7 +6,12 @@ with PostgreSQL as the source of truth for what recall can see:
 * ``write`` lands the rows in PostgreSQL first, in one transaction (replaced versions are
   deleted in the same transaction), then the graph in one Neo4j transaction. If the graph
   write fails, the new document's rows are deleted again and the error is raised; the
-  graph data of replaced versions is removed best-effort.
+  graph data of replaced versions is removed best-effort (not when Neo4j is unreachable:
+  the error comes at once instead of after one more retry period per document).
+* concurrent writes of one ``external_id`` keep one version: the row write replaces every
+  other stored version under a lock (``PostgresDocumentStore.write_rows``), and a writer
+  whose graph lands after a later version replaced its rows removes that graph again, so
+  the graph holds the version PostgreSQL holds.
 * every chunk the graph channel finds is re-read from PostgreSQL by id, so a chunk whose
   rows are gone (a compensated or replaced document, or a crash between the two writes)
   is never returned, and the chunk carries its embedding for MMR.
@@ -20,6 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from khora_core.config import StorageConfig
+from khora_core.errors import StorageUnavailableError
 from khora_core.models import NamespaceStats, WriteBatch
 from khora_core.storage.protocols import SearchPage
 
@@ -128,16 +134,29 @@ class PostgresNeo4jStack:
                 part = batches[lo : lo + GRAPH_WRITE_SLICE]
                 await self._neo4j.write_batches(namespace_id, part)
                 landed.update(b.document.id for b in part)
-        except BaseException:
+        except BaseException as exc:
+            graph_reachable = not isinstance(exc, StorageUnavailableError)
             for batch in batches:
                 await self.documents.delete_document_rows(namespace_id, batch.document.id)
                 stale = [*batch.replaces, *([batch.document.id] if batch.document.id in landed else [])]
-                for old in stale:
+                for old in stale if graph_reachable else ():
                     try:
                         await self._neo4j.delete_document(namespace_id, old)
                     except Exception:  # the rows are gone already; stale graph data is unreachable
                         pass
             raise
+        await self._drop_superseded_graphs(namespace_id, batches)
+
+    async def _drop_superseded_graphs(self, namespace_id: str, batches: Sequence[WriteBatch]) -> None:
+        """Remove the graph of a document a concurrent write of its ``external_id``
+        replaced while this graph was being written (its rows are gone: the later
+        writer's graph delete came before this graph landed)."""
+        versioned = [b.document.id for b in batches if b.document.external_id]
+        if not versioned:
+            return
+        kept = await self.documents.stored_document_ids(namespace_id, versioned)
+        for gone in (d for d in versioned if d not in kept):
+            await self._neo4j.delete_document(namespace_id, gone)
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
         removed = await self.documents.delete_document_rows(namespace_id, document_id)

@@ -55,8 +55,9 @@ class WriterLock:
                     ) from exc
                 raise StorageError(
                     f"The Khora data folder {str(self.path.parent)!r} is already open for writing by another "
-                    f"process (pid {holder}). Close it first, open this one with read_only=True, or use a "
-                    "different KHORA_DATA_DIR."
+                    f"process (pid {holder}). Close it there first (Khora.aclose()), or give this Khora its "
+                    "own folder (Khora(data_dir=...) or KHORA_DATA_DIR). A process that only reads can "
+                    "open SqliteLanceStack(config, dim=..., read_only=True) beside the writer."
                 ) from exc
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)

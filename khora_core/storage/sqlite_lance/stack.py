@@ -84,6 +84,21 @@ def _unjournal_all(conn: sqlite3.Connection, namespace_id: str, op: str, refs: l
     )
 
 
+def _claim_external_id(conn: sqlite3.Connection, namespace_id: str, batch: WriteBatch) -> None:
+    """Add every other stored version of the batch's ``external_id`` to its ``replaces``:
+    writes are serialised, so of concurrent writers of one external id the last one wins
+    and one version is kept."""
+    external_id = batch.document.external_id
+    if not external_id:
+        return
+    rows = conn.execute(
+        "SELECT id FROM documents WHERE namespace_id = ? AND external_id = ? AND id != ? "
+        "ORDER BY created_at, id",
+        (namespace_id, external_id, batch.document.id),
+    ).fetchall()
+    batch.replaces.extend(r[0] for r in rows if r[0] not in batch.replaces)
+
+
 class SqliteLanceStack:
     """The embedded storage stack: SQLite + LanceDB in one folder.
 
@@ -274,6 +289,7 @@ class SqliteLanceStack:
         removed: list[str] = []
         for batch in batches:
             touched: set[str] = set()
+            _claim_external_id(conn, namespace_id, batch)
             for old_id in dict.fromkeys(batch.replaces):
                 gone = delete_document_rows(conn, namespace_id, old_id)
                 if gone is None:
