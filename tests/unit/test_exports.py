@@ -16,6 +16,7 @@ PACKAGES = [
     "khora_core.config",
     "khora_integrations.langchain",
     "khora_integrations.llama_index",
+    "khora_integrations.langgraph",
 ]
 
 

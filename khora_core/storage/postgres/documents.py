@@ -149,6 +149,17 @@ class PostgresDocumentStore:
         )
         return [document_from_row(r) for r in rows]
 
+    async def list_documents(self, namespace_id: str, *, offset: int = 0, limit: int = 100) -> list[Document]:
+        """A page of the namespace's documents, newest first (``created_at`` then id)."""
+        rows = await self._pool.fetch(
+            f"SELECT {DOCUMENT_COLUMNS} FROM khora_documents d WHERE d.namespace_id = $1 "
+            "ORDER BY d.created_at DESC, d.id LIMIT $2 OFFSET $3",
+            namespace_id,
+            limit,
+            offset,
+        )
+        return [document_from_row(r) for r in rows]
+
     async def stored_document_ids(self, namespace_id: str, document_ids: Sequence[str]) -> set[str]:
         """The ids among ``document_ids`` that the namespace holds."""
         found: set[str] = set()
@@ -340,7 +351,7 @@ def _prepare_rows(
     t_chunks: list[str] = []
     t_tfs: list[int] = []
     for chunk in (c for b in batches for c in b.chunks):
-        tf = term_frequencies(chunk.content)
+        tf = term_frequencies(chunk.search_text)
         chunk_args.append(chunk_insert_args(namespace_id, chunk, sum(tf.values())))
         for term, count in tf.items():
             t_terms.append(term)

@@ -126,6 +126,18 @@ class SqliteDocumentStore:
 
         return await self._db.read(run) if ids else []
 
+    async def list_documents(self, namespace_id: str, *, offset: int = 0, limit: int = 100) -> list[Document]:
+        """A page of the namespace's documents, newest first (``created_at`` then id)."""
+
+        def run(conn: sqlite3.Connection) -> list[Document]:
+            sql = (
+                f"SELECT {DOCUMENT_SELECT} FROM documents d WHERE d.namespace_id = ? "
+                "ORDER BY d.created_at DESC, d.id LIMIT ? OFFSET ?"
+            )
+            return [document_from_row(r) for r in conn.execute(sql, (namespace_id, limit, offset))]
+
+        return await self._db.read(run)
+
     async def get_chunks(self, namespace_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The chunks among ``chunk_ids`` (in that order; unknown ids are skipped)."""
         ids = list(dict.fromkeys(chunk_ids))
@@ -219,7 +231,8 @@ def insert_document_rows(
     )
     conn.executemany(
         "INSERT INTO chunks (namespace_id, id, document_id, chunk_index, content, start_char, end_char, "
-        f"token_count, needs_extraction, is_core, {_SYS_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_SYS_MARKS})",
+        f"token_count, needs_extraction, is_core, {_SYS_COLS}, context) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_SYS_MARKS}, ?)",
         [
             (
                 namespace_id,
@@ -233,6 +246,7 @@ def insert_document_rows(
                 int(c.needs_extraction),
                 int(c.is_core),
                 *system_values(c),
+                c.context,
             )
             for c in chunks
         ],
