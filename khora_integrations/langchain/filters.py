@@ -1,34 +1,50 @@
 """Filters between LangChain's PGVector dialect and Khora's ``RecallFilter``, both ways.
 
-LangChain vector stores commonly take the ``langchain-postgres`` (PGVector) filter dict::
+LangChain vector stores commonly take the ``langchain-postgres`` (``PGVector``) filter dict::
 
     {"tier": "gold"}                                   # bare value: $eq
     {"year": {"$between": [2020, 2024]}}
     {"$or": [{"tier": {"$in": ["gold", "silver"]}}, {"source": "linear"}]}
-    {"$not": {"draft": True}}                          # $not over a list means "none of"
+    {"$not": [{"draft": True}]}                        # $not over a list: none of them
 
-``pgvector_to_recall_filter`` turns it into a ``RecallFilter`` dict: a plain field means
-``metadata.<field>`` unless it names a system key (``source``, ``title``, ``occurred_at``,
-...); a field already written as ``metadata.x`` or a whole Khora filter passes through
-unchanged, so Khora's own dicts (with ``$nor``, ``$date``, field-level ``$not``) are
-accepted too. ``$between`` becomes ``$gte`` + ``$lte``. ``$like``/``$ilike`` have no
-``RecallFilter`` equivalent and raise ``RecallFilterUnsupportedError`` rather than being
-ignored. Strings given for system date keys are read as ``{"$date": ...}`` literals.
+``pgvector_to_recall_filter`` turns it into a ``RecallFilter`` dict that selects exactly
+what PGVector selects on the same metadata (``docs/integrations.md`` has the table):
 
-``recall_filter_to_pgvector`` goes the other way so one Khora filter can be handed to any
-LangChain store speaking that dialect; metadata fields lose their ``metadata.`` prefix,
-dates become ISO-8601 strings, and what the dialect cannot express (whole-metadata
-equality, list equality, the ``null`` shorthand, ``null`` or ``bool`` in ``$in``) raises
+* a key is always the user's own top-level metadata key, taken literally: ``"created_at"``
+  is your ``created_at``, not Khora's ingest time, and ``"a.b"`` or ``"page label"`` is
+  that key (PGVector refuses such names; Khora accepts any key). Khora's system fields and
+  nested paths are reached by passing a ``RecallFilter`` instead of a dict;
+* comparisons (``$eq $ne $lt $lte $gt $gte $between``) follow PostgreSQL's ``jsonb_path_match``:
+  values of another JSON type never match (``{"n": {"$ne": 5}}`` skips ``n: "5"``), and a
+  missing key matches no comparison, ``$ne`` included;
+* ``$in``/``$nin`` compare the stored value's text, as PGVector's ``->>`` does: ``"8"`` finds
+  the number ``8`` and ``"true"`` finds ``true``; a missing key or JSON ``null`` matches
+  neither ``$in`` nor ``$nin``;
+* ``$not`` follows SQL: the negation of a condition that is unknown for a document (a type
+  mismatch, a missing key under ``$in``) is still unknown, so the document is not returned;
+* ``$exists`` asks whether the top-level key is present.
+
+Known differences (documented, not silently different): a list value is compared as a
+whole, where PostgreSQL's lax JSON path compares each element; numbers in ``$in`` compare
+by value (``8`` also finds ``8.0``); ``$like``/``$ilike`` raise
 ``RecallFilterUnsupportedError``.
 
-``KhoraTranslator`` is a ``langchain_core.structured_query`` visitor, so self-querying
-retrievers produce Khora filters.
+``recall_filter_to_pgvector`` goes the other way so one Khora filter can be handed to any
+LangChain store speaking that dialect; top-level metadata keys lose their ``metadata.``
+prefix, dates become ISO-8601 strings, and what the dialect cannot express (nested paths,
+whole-metadata equality, list equality, the ``null`` shorthand, ``null`` or ``bool`` in
+``$in``) raises ``RecallFilterUnsupportedError``.
+
+``KhoraTranslator`` is a ``langchain_core.structured_query`` visitor producing this
+dialect, so self-querying retrievers filter Khora stores.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 from langchain_core.structured_query import (
@@ -41,16 +57,17 @@ from langchain_core.structured_query import (
 )
 
 from khora_core.errors import RecallFilterUnsupportedError, RecallFilterValidationError
-from khora_core.models import SYSTEM_DATE_KEYS, SYSTEM_STRING_KEYS
+from khora_core.filters.tree import metadata_key, metadata_path
 
 __all__ = ["KhoraTranslator", "pgvector_to_recall_filter", "recall_filter_to_pgvector"]
 
-_SYSTEM_KEYS = frozenset(SYSTEM_DATE_KEYS) | frozenset(SYSTEM_STRING_KEYS)
 _COMPARISONS = ("$eq", "$ne", "$lt", "$lte", "$gt", "$gte")
 _LIST_OPS = ("$in", "$nin")
 _TEXT_OPS = ("$like", "$ilike")
-_LOGICAL_LIST = ("$and", "$or", "$nor")
 _METADATA_PREFIX = "metadata."
+#: The text PostgreSQL's ``->>`` gives a stored JSON number, for the numbers a ``$in``
+#: member's text can equal (no leading zeros, no exponent).
+_NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
 
 
 def _invalid(path: str, code: str, message: str) -> RecallFilterValidationError:
@@ -74,126 +91,254 @@ def _combine(fragments: list[dict[str, Any]], *, field_keys: bool) -> dict[str, 
 
 
 # -- PGVector -> RecallFilter -------------------------------------------------------------
+#
+# PGVector's WHERE clause is three-valued: a condition is TRUE, FALSE or NULL (unknown), and
+# NOT NULL is NULL. Each node below is translated into two Khora conditions, "is TRUE" and
+# "is FALSE" (unknown is neither), so negation and the connectives follow SQL exactly.
+
+_TRUE: dict[str, Any] = {}
+_FALSE: dict[str, Any] = {"$nor": [{}]}
 
 
-def _khora_key(field: Any, path: str) -> str:
+def _all(*parts: dict[str, Any]) -> dict[str, Any]:
+    if any(p is _FALSE for p in parts):
+        return _FALSE
+    kept = [p for p in parts if p is not _TRUE]
+    if not kept:
+        return _TRUE
+    return kept[0] if len(kept) == 1 else {"$and": kept}
+
+
+def _any(*parts: dict[str, Any]) -> dict[str, Any]:
+    if any(p is _TRUE for p in parts):
+        return _TRUE
+    kept = [p for p in parts if p is not _FALSE]
+    if not kept:
+        return _FALSE
+    return kept[0] if len(kept) == 1 else {"$or": kept}
+
+
+def _none(*parts: dict[str, Any]) -> dict[str, Any]:
+    if any(p is _TRUE for p in parts):
+        return _FALSE
+    kept = [p for p in parts if p is not _FALSE]
+    return {"$nor": kept} if kept else _TRUE
+
+
+@dataclass(frozen=True)
+class _Truth:
+    """When a PGVector condition is TRUE and when it is FALSE (otherwise: unknown)."""
+
+    true: dict[str, Any]
+    false: dict[str, Any]
+
+    def negated(self) -> _Truth:
+        return _Truth(self.false, self.true)
+
+
+def _two_valued(true: dict[str, Any], unknown: dict[str, Any] = _FALSE) -> _Truth:
+    return _Truth(true, _none(true, unknown))
+
+
+class _Stored:
+    """Khora conditions on the JSON type stored under one metadata key."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def exists(self, present: bool = True) -> dict[str, Any]:
+        return {self.key: {"$exists": present}}
+
+    def null(self) -> dict[str, Any]:
+        return _all(self.exists(), {self.key: None})
+
+    def non_null(self) -> dict[str, Any]:
+        return _all(self.exists(), {self.key: {"$ne": None}})
+
+    def of_type(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, bool):
+            return {self.key: {"$in": [True, False]}}
+        if isinstance(value, (int, float)):
+            return _any({self.key: {"$gte": 0}}, {self.key: {"$lt": 0}})
+        return {self.key: {"$gte": ""}}  # every string
+
+    def compare(self, op: str, value: Any) -> dict[str, Any]:
+        """Stored value of ``value``'s type for which ``stored <op> value`` holds."""
+        k = self.key
+        if isinstance(value, bool):
+            lower, upper = {k: False}, {k: True}
+            both = {k: {"$in": [True, False]}}
+            table = {
+                "$eq": {k: value},
+                "$ne": {k: not value},
+                "$lt": lower if value else _FALSE,
+                "$lte": both if value else lower,
+                "$gt": _FALSE if value else upper,
+                "$gte": upper if value else both,
+            }
+            return table[op]
+        if op == "$ne":
+            return _any({k: {"$lt": value}}, {k: {"$gt": value}})
+        return {k: {op: value}}
+
+
+def _json_scalar(value: Any, path: str) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise _invalid(
+        path,
+        "invalid_operand",
+        f"comparisons take a string, number, boolean or null, got {type(value).__name__}",
+    )
+
+
+def _comparison(stored: _Stored, op: str, value: Any) -> _Truth:
+    """``jsonb_path_match(metadata, '$.key <op> $value')`` as a ``_Truth``."""
+    if value is None:  # null equals only null; ordering a non-null against null is false
+        true = {
+            "$eq": stored.null(),
+            "$ne": stored.non_null(),
+            "$lt": _FALSE,
+            "$gt": _FALSE,
+            "$lte": stored.null(),
+            "$gte": stored.null(),
+        }[op]
+        return _two_valued(true)
+    same_type = stored.compare(op, value)
+    true = _any(same_type, stored.null()) if op == "$ne" else same_type
+    unknown = _all(stored.non_null(), _none(stored.of_type(value)))  # another type: unknown
+    return _two_valued(true, unknown)
+
+
+def _membership(stored: _Stored, values: Any, path: str, *, negated: bool) -> _Truth:
+    """``metadata->>'key' IN (text of each value)`` (``NOT IN`` when ``negated``)."""
+    if not isinstance(values, (list, tuple)):
+        raise _invalid(path, "invalid_operand", f"$in/$nin take a list, got {type(values).__name__}")
+    matches: list[dict[str, Any]] = []
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise _invalid(
+                _join(path, i),
+                "invalid_operand",
+                f"$in/$nin members are strings or numbers (as in PGVector), got {value!r}",
+            )
+        text = str(value)
+        matches.append({stored.key: text})
+        if _NUMBER_TEXT.fullmatch(text):
+            matches.append({stored.key: float(text) if "." in text else int(text)})
+        elif text in ("true", "false"):
+            matches.append({stored.key: text == "true"})
+    truth = _two_valued(_any(*matches), {stored.key: None})  # missing or null: unknown
+    return truth.negated() if negated else truth
+
+
+def _field(field: Any, spec: Any, path: str) -> _Truth:
     if not isinstance(field, str) or not field:
         raise _invalid(path, "invalid_key", f"a filter field must be a non-empty string, got {field!r}")
     if field.startswith("$"):
         raise _invalid(path, "unknown_operator", f"{field} is not an operator allowed here")
-    if field in _SYSTEM_KEYS or field == "metadata" or field.startswith(_METADATA_PREFIX):
-        return field
-    return _METADATA_PREFIX + field
-
-
-def _is_date_literal(value: Any) -> bool:
-    return isinstance(value, Mapping) and set(value) == {"$date"}
-
-
-def _to_khora_value(key: str, value: Any) -> Any:
-    # System date keys only take dates; an ISO string from a LangChain filter is one.
-    if key in SYSTEM_DATE_KEYS and isinstance(value, str):
-        return {"$date": value}
-    return value
-
-
-def _field_ops_to_khora(key: str, ops: Mapping[str, Any], path: str) -> dict[str, Any]:
-    if not ops:
+    stored = _Stored(metadata_key(field))
+    if not isinstance(spec, Mapping):
+        return _comparison(stored, "$eq", _json_scalar(spec, path))
+    if not spec:
         raise _invalid(path, "empty", "an operator object needs at least one operator")
-    out: dict[str, Any] = {}
-    for op, operand in ops.items():
-        op_path = _join(path, op)
+    parts: list[_Truth] = []
+    for op, operand in spec.items():
+        op_path = _join(path, str(op))
         if not isinstance(op, str) or not op.startswith("$"):
-            raise _invalid(
-                op_path,
-                "mixed_operator_and_field",
-                f"expected an operator such as $eq, got {op!r}; reach nested fields with a dotted key",
-            )
-        if op in _TEXT_OPS:
-            raise RecallFilterUnsupportedError(
-                f"{op} (pattern matching) on {path!r} has no RecallFilter equivalent; "
-                "use $eq, $in or a range operator instead",
-                key=key,
-                backend="khora",
-            )
+            raise _invalid(op_path, "invalid_operator", f"expected an operator such as $eq, got {op!r}")
+        op = op.lower()
         if op in _COMPARISONS:
-            out[op] = _to_khora_value(key, operand)
+            parts.append(_comparison(stored, op, _json_scalar(operand, op_path)))
         elif op in _LIST_OPS:
-            if not isinstance(operand, (list, tuple)):
-                raise _invalid(op_path, "invalid_operand", f"{op} takes a list, got {type(operand).__name__}")
-            out[op] = [_to_khora_value(key, v) for v in operand]
+            parts.append(_membership(stored, operand, op_path, negated=op == "$nin"))
         elif op == "$between":
             if not isinstance(operand, (list, tuple)) or len(operand) != 2:
                 raise _invalid(op_path, "invalid_operand", "$between takes a [low, high] pair")
-            if "$gte" in ops or "$lte" in ops:
-                raise _invalid(op_path, "conflicting_operators", "$between cannot be combined with $gte/$lte")
-            out["$gte"] = _to_khora_value(key, operand[0])
-            out["$lte"] = _to_khora_value(key, operand[1])
+            parts.append(
+                _and_truths(
+                    [
+                        _comparison(stored, "$gte", _json_scalar(operand[0], op_path)),
+                        _comparison(stored, "$lte", _json_scalar(operand[1], op_path)),
+                    ]
+                )
+            )
         elif op == "$exists":
             if not isinstance(operand, bool):
                 raise _invalid(op_path, "invalid_operand", "$exists takes true or false")
-            out[op] = operand
-        elif op == "$not":  # Khora's field-level $not: an operator object or an equality value
-            if isinstance(operand, Mapping) and not _is_date_literal(operand):
-                out[op] = _field_ops_to_khora(key, operand, op_path)
-            else:
-                out[op] = _to_khora_value(key, operand)
+            parts.append(_two_valued(stored.exists(operand)))
+        elif op in _TEXT_OPS:
+            raise RecallFilterUnsupportedError(
+                f"{op} (pattern matching) on {field!r} is not supported by Khora's vector stores; "
+                "use $eq, $in or a range operator instead",
+                key=field,
+                backend="khora",
+            )
         else:
             raise _invalid(op_path, "unknown_operator", f"{op} is not a supported field operator")
-    return out
+    return _and_truths(parts)
 
 
-def _node_to_khora(node: Any, path: str) -> dict[str, Any]:
-    if isinstance(node, Mapping) and not isinstance(node, dict):
-        node = dict(node)
-    if not isinstance(node, dict):
+def _and_truths(parts: list[_Truth]) -> _Truth:
+    if len(parts) == 1:
+        return parts[0]
+    return _Truth(_all(*(p.true for p in parts)), _any(*(p.false for p in parts)))
+
+
+def _or_truths(parts: list[_Truth]) -> _Truth:
+    if len(parts) == 1:
+        return parts[0]
+    return _Truth(_any(*(p.true for p in parts)), _all(*(p.false for p in parts)))
+
+
+def _node(node: Any, path: str) -> _Truth:
+    if not isinstance(node, Mapping):
         raise _invalid(path, "invalid_type", f"expected a filter object, got {type(node).__name__}")
     if not node:
         raise _invalid(path, "empty", "an empty filter object is not allowed here")
-    fragments: list[dict[str, Any]] = []
+    parts: list[_Truth] = []
     for key, value in node.items():
         key_path = _join(path, key) if isinstance(key, str) else path
-        if key in _LOGICAL_LIST or key == "$not":
-            fragments.append(_logical_to_khora(key, value, key_path))
-            continue
-        khora_key = _khora_key(key, key_path)
-        if khora_key == "metadata":
-            fragments.append({"metadata": value})  # whole-blob equality: Khora validates it
-        elif isinstance(value, Mapping) and not _is_date_literal(value):
-            fragments.append({khora_key: _field_ops_to_khora(khora_key, value, key_path)})
+        op = key.lower() if isinstance(key, str) and key.startswith("$") else None
+        if op in ("$and", "$or"):
+            if not isinstance(value, (list, tuple)) or not value:
+                raise _invalid(key_path, "invalid_operand", f"{op} takes a non-empty list of filter objects")
+            children = [_node(v, _join(key_path, i)) for i, v in enumerate(value)]
+            parts.append(_and_truths(children) if op == "$and" else _or_truths(children))
+        elif op == "$not":
+            if isinstance(value, Mapping):
+                parts.append(_node(value, key_path).negated())
+            elif isinstance(value, (list, tuple)) and value:
+                # PGVector's list form negates each item and joins them with AND.
+                parts.append(
+                    _and_truths([_node(v, _join(key_path, i)).negated() for i, v in enumerate(value)])
+                )
+            else:
+                raise _invalid(
+                    key_path, "invalid_operand", "$not takes a filter object or a non-empty list of them"
+                )
         else:
-            fragments.append({khora_key: _to_khora_value(khora_key, value)})
-    return _combine(fragments, field_keys=True)
-
-
-def _logical_to_khora(op: str, value: Any, path: str) -> dict[str, Any]:
-    if op == "$not":
-        if isinstance(value, Mapping):
-            return {"$not": _node_to_khora(value, path)}
-        if isinstance(value, (list, tuple)) and value:
-            # PGVector's list form negates each item: "none of them", which is $nor.
-            return {"$nor": [_node_to_khora(v, _join(path, i)) for i, v in enumerate(value)]}
-        raise _invalid(path, "invalid_operand", "$not takes a filter object or a non-empty list of them")
-    if not isinstance(value, (list, tuple)) or not value:
-        raise _invalid(path, "invalid_operand", f"{op} takes a non-empty list of filter objects")
-    return {op: [_node_to_khora(v, _join(path, i)) for i, v in enumerate(value)]}
+            parts.append(_field(key, value, key_path))
+    return _and_truths(parts)
 
 
 def pgvector_to_recall_filter(filter: Any) -> Any:
     """Translate a PGVector-dialect filter dict into a ``RecallFilter`` dict.
 
     Args:
-        filter: a PGVector-style dict (see the module docstring), a Khora filter dict, a
-            ``RecallFilter`` (returned unchanged) or ``None``/``{}`` (no filter).
+        filter: a PGVector-style dict (see the module docstring), a ``RecallFilter``
+            (returned unchanged: use one for Khora's own grammar, system fields and nested
+            paths) or ``None``/``{}`` (no filter).
 
     Returns:
-        A dict for ``RecallFilter.parse``/``Khora.recall(filter=...)``, the ``RecallFilter``
-        given, or ``None``.
+        A dict for ``RecallFilter.parse``/``Khora.recall(filter=...)`` that selects what
+        PGVector selects, the ``RecallFilter`` given, or ``None``.
 
     Raises:
         RecallFilterValidationError: the filter is malformed (``.errors`` locates it).
-        RecallFilterUnsupportedError: an operator (``$like``, ``$ilike``) has no
-            ``RecallFilter`` equivalent.
+        RecallFilterUnsupportedError: ``$like``/``$ilike``.
     """
     if filter is None or (isinstance(filter, Mapping) and not filter):
         return None
@@ -202,7 +347,8 @@ def pgvector_to_recall_filter(filter: Any) -> Any:
 
         if isinstance(filter, RecallFilter):
             return filter
-    return _node_to_khora(filter, "")
+    true = _node(filter, "").true
+    return None if true is _TRUE else true
 
 
 # -- RecallFilter -> PGVector -------------------------------------------------------------
@@ -212,6 +358,10 @@ def _unsupported(path: str, message: str, key: str | None = None) -> RecallFilte
     return RecallFilterUnsupportedError(
         f"{path or '<root>'}: {message} in the PGVector filter dialect", key=key, backend="pgvector"
     )
+
+
+def _is_date_literal(value: Any) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"$date"}
 
 
 def _to_pg_value(value: Any, path: str, key: str) -> Any:
@@ -229,7 +379,10 @@ def _to_pg_value(value: Any, path: str, key: str) -> Any:
 def _field_to_pg(key: str, value: Any, path: str) -> list[dict[str, Any]]:
     if key == "metadata":
         raise _unsupported(path, "whole-metadata equality cannot be expressed", key)
-    field = key[len(_METADATA_PREFIX) :] if key.startswith(_METADATA_PREFIX) else key
+    segments = metadata_path(key)
+    if len(segments) > 1:
+        raise _unsupported(path, "a nested metadata path cannot be expressed (keys are top-level)", key)
+    field = segments[0] if segments else key
     if not isinstance(value, Mapping) or _is_date_literal(value):
         return [{field: _to_pg_value(value, path, key)}]
     ops = dict(value)
@@ -277,8 +430,8 @@ def _node_to_pg(node: Mapping[str, Any], path: str) -> dict[str, Any]:
 def recall_filter_to_pgvector(filter: Any) -> dict[str, Any] | None:
     """Translate a ``RecallFilter`` (or its dict form) into a PGVector-dialect dict.
 
-    The filter is validated first. Metadata fields drop their ``metadata.`` prefix (nested
-    paths stay dotted), system keys keep their names, dates become ISO-8601 strings,
+    The filter is validated first. Top-level metadata keys drop their ``metadata.`` prefix,
+    system keys keep their names (other stores read them as metadata keys), dates become ISO-8601 strings,
     ``$gte`` + ``$lte`` on one field become ``$between``, ``$nor`` becomes the list form
     of ``$not``.
 
@@ -292,7 +445,7 @@ def recall_filter_to_pgvector(filter: Any) -> dict[str, Any] | None:
     Raises:
         RecallFilterValidationError: the filter is malformed.
         RecallFilterUnsupportedError: the filter uses something the dialect cannot
-            express: whole-metadata equality, list/object equality, the ``null``
+            express: nested paths, whole-metadata equality, list/object equality, the ``null``
             shorthand, ``null``/``bool`` inside ``$in``/``$nin``.
     """
     from khora_core.filters import RecallFilter
@@ -308,16 +461,16 @@ def recall_filter_to_pgvector(filter: Any) -> dict[str, Any] | None:
 def _structured_value(value: Any) -> Any:
     # langchain's query constructor wraps dates as {"date": "YYYY-MM-DD", "type": "date"}.
     if isinstance(value, Mapping) and value.get("type") in ("date", "datetime"):
-        return {"$date": str(value.get("date") or value.get("datetime"))}
+        return str(value.get("date") or value.get("datetime"))
     return value
 
 
 class KhoraTranslator(Visitor):
-    """Turn a ``langchain_core.structured_query`` tree into a ``RecallFilter`` dict.
+    """Turn a ``langchain_core.structured_query`` tree into a PGVector-dialect filter dict.
 
-    Attributes follow the same rules as ``pgvector_to_recall_filter`` (plain names are
-    metadata fields unless they name a system key). ``contain`` and ``like`` are not
-    allowed: ``RecallFilter`` has no pattern matching.
+    Khora's vector store and retriever read the result as ``pgvector_to_recall_filter``
+    does (attributes are the user's metadata keys; dates are compared as ISO strings).
+    ``contain`` and ``like`` are not allowed.
     """
 
     allowed_operators = (Operator.AND, Operator.OR, Operator.NOT)
@@ -336,7 +489,7 @@ class KhoraTranslator(Visitor):
         self._validate_func(operation.operator)
         args = [arg.accept(self) for arg in operation.arguments]
         if operation.operator == Operator.NOT:
-            return {"$not": args[0]} if len(args) == 1 else {"$nor": args}
+            return {"$not": args[0] if len(args) == 1 else args}
         return {f"${operation.operator.value}": args}
 
     def visit_comparison(self, comparison: Comparison) -> dict[str, Any]:
@@ -346,7 +499,9 @@ class KhoraTranslator(Visitor):
             value = [_structured_value(v) for v in value]
         else:
             value = _structured_value(value)
-        return _node_to_khora({comparison.attribute: {f"${comparison.comparator.value}": value}}, "")
+        node = {comparison.attribute: {f"${comparison.comparator.value}": value}}
+        _node(node, "")  # validate now, where the attribute is known
+        return node
 
     def visit_structured_query(self, structured_query: StructuredQuery) -> tuple[str, dict[str, Any]]:
         if structured_query.filter is None:

@@ -15,6 +15,7 @@ from langchain_core.prompts import ChatPromptTemplate
 
 from khora_core import Khora, KhoraConfig, KhoraSync
 from khora_core.errors import InvalidInputError, KhoraAbstention, RecallFilterUnsupportedError
+from khora_core.filters import RecallFilter
 from khora_integrations.langchain import (
     ABSTENTION_EVENT,
     KhoraRetriever,
@@ -97,7 +98,7 @@ def test_retriever_documents_carry_chunk_ids_and_provenance(lc_corpus):
     "flt",
     [
         {"key": {"$in": ["cards", "difference"]}},  # PGVector dialect
-        {"metadata.key": {"$in": ["cards", "difference"]}},  # Khora dialect
+        RecallFilter.parse({"metadata.key": {"$in": ["cards", "difference"]}}),  # Khora grammar
     ],
 )
 def test_retriever_filters(lc_corpus, flt):
