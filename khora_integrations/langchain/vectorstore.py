@@ -47,9 +47,10 @@ class KhoraVectorStore(VectorStore):
     Scores from ``similarity_search_with_score`` are cosine similarities clamped to
     ``[0, 1]`` (higher is more similar), so they are also the relevance scores.
 
-    Filters take the PGVector dialect (``{"tier": {"$in": ["gold"]}}``, see
-    ``khora_integrations.langchain.filters``), Khora ``RecallFilter`` dicts or a
-    ``RecallFilter``.
+    Filters take the PGVector dialect (``{"tier": {"$in": ["gold"]}}``) and select what
+    langchain-postgres ``PGVector`` selects: keys are your own metadata keys, taken
+    literally (see ``khora_integrations.langchain.filters`` and ``docs/integrations.md``).
+    Pass a ``RecallFilter`` for Khora's own grammar (system fields, nested paths).
 
     Sync methods run through ``khora_core.sync.run_sync``. An async ``Khora`` passed as
     ``kb`` must have been opened through ``run_sync`` for the sync methods to work with a
