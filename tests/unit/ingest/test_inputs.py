@@ -93,3 +93,62 @@ def test_metadata_is_made_json_and_tags_are_cleaned() -> None:
         prepare_input(CFG, content="x", metadata={"v": object()})
     with pytest.raises(InvalidInputError, match="tags"):
         prepare_input(CFG, content="x", tags="single")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"content": "a \ud800 b"},
+        {"content": "a \x00 b"},
+        {"content": "ok", "title": "\udfff"},
+        {"content": "ok", "tags": ["\x00"]},
+        {"content": "ok", "entity_types": ["PER\ud800"]},
+        {"content": "ok", "metadata": {"k\ud800": 1}},
+        {"content": "ok", "metadata": {"k": ["a", {"b": "\x00"}]}},
+    ],
+)
+def test_lone_surrogates_and_nul_are_refused(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidInputError):
+        prepare_input(CFG, **kwargs)
+
+
+def test_metadata_depth_and_cycles_are_refused_without_recursion_error() -> None:
+    from khora_core.ingest.inputs import MAX_METADATA_DEPTH
+
+    def deep(levels: int) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for _ in range(levels):
+            out = {"k": out}
+        return out
+
+    prepare_input(CFG, content="ok", metadata=deep(MAX_METADATA_DEPTH - 1))
+    with pytest.raises(InvalidInputError, match="nested"):
+        prepare_input(CFG, content="ok", metadata=deep(MAX_METADATA_DEPTH))
+    with pytest.raises(InvalidInputError, match="nested"):
+        prepare_input(CFG, content="ok", metadata=deep(100_000))
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    with pytest.raises(InvalidInputError, match="itself"):
+        prepare_input(CFG, content="ok", metadata=loop)
+    shared = ["x"]  # the same list twice is a DAG, not a cycle
+    assert prepare_input(CFG, content="ok", metadata={"a": shared, "b": shared}).metadata == {
+        "a": ["x"],
+        "b": ["x"],
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime.min,
+        datetime.max,
+        "0001-01-01",
+        "9999-12-31T12:00:00Z",
+        -62135596800,
+        253402300799,
+        "0001-01-01T00:00:00-05:00",
+    ],
+)
+def test_dates_at_the_calendar_edges_are_refused(value: object) -> None:
+    with pytest.raises(InvalidInputError, match="date range"):
+        to_utc(value, "occurred_at")

@@ -90,3 +90,35 @@ def test_is_temporal_question() -> None:
     assert is_temporal_question("When did Alice join Acme?")
     assert is_temporal_question("news from 2023")
     assert not is_temporal_question("Who is Alice's manager?")
+
+
+@pytest.mark.parametrize(
+    ("question", "now"),
+    [
+        ("what happened 12345678901234567890 days ago?", datetime(2024, 5, 1, tzinfo=timezone.utc)),
+        ("what happened 99999999 years ago?", datetime(2024, 5, 1, tzinfo=timezone.utc)),
+        ("what happened after 9999-12-31?", datetime(2024, 5, 1, tzinfo=timezone.utc)),
+        (
+            "what happened last year, yesterday, last monday or in the past 3 weeks?",
+            datetime(1, 1, 1, tzinfo=timezone.utc),
+        ),
+        ("what happened in Q4 or since December 31?", datetime(9999, 12, 31, 23, tzinfo=timezone.utc)),
+    ],
+)
+def test_expressions_off_the_calendar_are_skipped_not_raised(question: str, now: datetime) -> None:
+    """They overflowed (OverflowError / 'year 0 is out of range'); a date outside the
+    calendar names no window to boost, so the expression is left out."""
+    refs = parse_temporal(question, now=now)
+    assert all(r.start is None or r.start.year >= 1 for r in refs)
+    assert not [r for r in refs if r.relative and r.kind == "window"]
+
+
+def test_expressions_inside_the_calendar_still_resolve_near_its_edges() -> None:
+    now = datetime(9999, 12, 31, 23, tzinfo=timezone.utc)
+    (ref,) = parse_temporal("what happened last month?", now=now)
+    assert (ref.start, ref.end) == (
+        datetime(9999, 11, 1, tzinfo=timezone.utc),
+        datetime(9999, 12, 1, tzinfo=timezone.utc),
+    )
+    (before,) = parse_temporal("what happened before 0001-01-02?", now=now)
+    assert before.end == datetime(1, 1, 2, tzinfo=timezone.utc)
