@@ -49,7 +49,7 @@ from khora_core.config import KhoraConfig
 from khora_core.embedding.base import Embedder
 from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError, StorageUnavailableError
 from khora_core.ingest.candidates import candidate_names
-from khora_core.ingest.chunking import TextSpan, chunk_text
+from khora_core.ingest.chunking import TextSpan, chunk_context, chunk_text
 from khora_core.ingest.dedup import content_hash, document_id, settle_stored
 from khora_core.ingest.extract_base import ChunkExtraction, Extractor
 from khora_core.ingest.graph_build import (
@@ -291,6 +291,11 @@ class IngestPipeline:
                 ) or [TextSpan(0, len(work.inp.content), work.inp.content, 1)]
                 base = uuid.UUID(work.document_id)
                 work.chunk_ids = [str(uuid.uuid5(base, str(i))) for i in range(len(work.spans))]
+                work.contexts = (
+                    [chunk_context(work.inp.title, work.inp.content, s) for s in work.spans]
+                    if self.config.ingest.chunk_context
+                    else [None] * len(work.spans)
+                )
             names = NameVectors(self.embedder)
             built = BatchEntities()
             batch_skeleton = self.config.vectorcypher.skeleton_scope == "batch" and len(live) > 1
@@ -468,7 +473,7 @@ class IngestPipeline:
             if not part:
                 continue
             try:
-                vectors = await self.embedder.embed_documents([w.spans[i].text for w, i in part])
+                vectors = await self.embedder.embed_documents([_search_text(w, i) for w, i in part])
                 if len(vectors) != len(part):
                     raise KhoraError(f"The embedder returned {len(vectors)} vectors for {len(part)} chunks.")
             except Exception as exc:
@@ -509,6 +514,12 @@ def _give_up(works: list[WorkItem], cause: StorageUnavailableError, settle: Any)
             )
             error.__cause__ = cause
             settle(work, error)
+
+
+def _search_text(work: WorkItem, i: int) -> str:
+    """What is embedded for chunk ``i``: its context (``Chunk.search_text``), then its text."""
+    context = work.contexts[i] if i < len(work.contexts) else None
+    return f"{context}\n{work.spans[i].text}" if context else work.spans[i].text
 
 
 def _progress_bar(total: int) -> Any:

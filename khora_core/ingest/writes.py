@@ -94,6 +94,7 @@ async def _batch(
         created_at=work.created_at,
         chunk_ids=work.chunk_ids,
         spans=work.spans,
+        contexts=work.contexts,
         vectors=work.vectors,
         core=set(work.core or []),
         needs_extraction=failed,
