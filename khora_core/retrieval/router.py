@@ -5,15 +5,14 @@ Heuristics (the spec's table, in order of strength):
 ========================  ==========  ==========================================
 pattern                   complexity  examples
 ========================  ==========  ==========================================
-comparison keywords       COMPLEX     "compare", "difference between", "versus"
-multi-hop keywords        COMPLEX     "through", "chain", "path", nested references
-                                      ("the X of the Y that", "the X where the Y of")
-bridge wording            COMPLEX     an attribute of a role holder ("What nationality
-                                      is the director of ..."), a reduced relative
-                                      clause ("the country Ana Lind is from"), a
-                                      named thing's place or group ("Ana Lind's
-                                      hometown"), the asked-about thing in place
-                                      ("... an album by a singer from what state?")
+comparison keywords       COMPLEX     "compare", "difference between", "versus",
+                                      "Which came first, X or Y?"
+multi-hop keywords        COMPLEX     "through", "chain", "path", "in common"
+nested references         COMPLEX     a chain of "of" ("the birthplace of the author
+                                      of X"), of possessives ("X's manager's team"),
+                                      a thing picked out by a relative clause ("the
+                                      team that shipped X"), an attribute of a role
+                                      holder ("What nationality is the director of X?")
 2+ entity mentions        COMPLEX     "How are Alice and Bob connected?"
 relationship keywords     MODERATE    "related to", "connected with", "works with"
 otherwise                 SIMPLE      "What is the company policy?"
@@ -28,6 +27,9 @@ SIMPLE    0      5               no         0.8 / 0.2
 MODERATE  1      10              yes        0.6 / 0.4
 COMPLEX   2-3    15              yes        0.4 / 0.6
 ========  =====  ==============  =========  ======================
+
+The patterns are read from the question's words in one pass (``_tokens``), over its first
+``ROUTING_CHARS`` characters, so routing takes time linear in the question and bounded.
 
 Entry entities scale with ``graph_max_entry_entities`` (half, 1x, 1.5x). COMPLEX uses
 ``graph_default_depth`` (at least 2), one more for explicit multi-hop wording, never past 3.
@@ -71,52 +73,119 @@ class QueryComplexity(str, enum.Enum):
     COMPLEX = "complex"  # full VectorCypher (depth 2-3)
 
 
-_COMPARISON_RE = re.compile(
-    r"\b(compare[sd]?|comparing|comparison|difference(?:s)?\s+between|differ(?:s|ent)?\s+from|"
-    r"versus|vs\.?|similarities\s+between|contrast)\b",
-    re.I,
+#: Routing reads at most this many characters of a question: the patterns below are about
+#: how a question is phrased, which its opening shows; a pasted document is not re-read.
+ROUTING_CHARS = 2000
+
+_TOKEN_RE = re.compile(r"[^\W_][\w'’.&-]*|\?")
+_COMPARISON_WORDS = frozenset("compare compared compares comparing comparison versus vs vs. contrast".split())
+_COMPARISON_PAIRS = frozenset(
+    [("difference", "between"), ("differences", "between"), ("similarities", "between"), ("differ", "from")]
 )
-_MULTI_HOP_RE = re.compile(
-    r"\b(through|chain|path|paths|via|indirectly|in\s+common|linked\s+through)\b"
-    # nested reference: "the manager of the team that ...", "the X of the Y who ..."
-    r"|\bthe\s+\w+\s+of\s+the\s+\w+(?:\s+\w+)?\s+(?:that|who|which|whose|where)\b"
-    # a relative clause that names another thing: "the startup where the lead of X worked"
-    r"|\bthe\s+\w+\s+(?:that|who|which|whose|where)\s+(?:\w+\s+){0,3}?the\s+\w+\s+of\b"
-    # possessive chains: "Alice's manager's team"
-    r"|\b\w+'s\s+\w+'s\b"
-    # a noun defined by a relative clause: "the country where the river is found",
-    # "the association which published the journal"
-    r"|\bthe\s+(?:\w+\s+){1,3}?(?:where|which|that|who|whose)\s+(?:[\w.'-]+\s+){0,3}?"
-    r"(?:\w+(?:ed|s)|born|made|held|written|built|known|sung|shot|won)\b"
-    # chained "of": "the place of birth of the performer of the song"
-    r"|\bof\s+(?:the\s+)?(?:\w+\s+){1,2}?of\b"
-    # a relation of a named thing: "Lothair II's mother", "the film's director"
-    r"|\b[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*)*'s\s+(?:\w+\s+)?(?:mother|father|wife|husband|spouse|son|daughter|"
-    r"parent|sibling|brother|sister|grandfather|grandmother|director|author|founder|owner|producer|composer|"
-    r"performer|creator|manager|successor|predecessor|employer|headquarters|capital|birthplace|"
-    r"hometown|city|country|state|town|nationality|team|band|label|club|company|university|school|party)\b"
-    # an attribute of a role holder: "What nationality is the director of ...",
-    # "Where was the author of ... born" (not "What is the capital of ...", one hop)
-    r"|\b(?:what|which)\s+\w+\s+(?:is|was|are|were|did|does)\s+the\s+\w+\s+of\b"
-    r"|\b(?:where|when)\s+(?:is|was|were|did|does)\s+the\s+\w+\s+of\s+.+?\b(?:born|founded|formed|"
-    r"die|died|buried|raised|educated|established)\b"
-    # a reduced relative clause around a name: "the country Dai Jitao is from",
-    # "the company Novair International Airways is part of"
-    r"|\bthe\s+\w+\s+(?-i:[A-Z])[\w.'-]*(?:\s+(?-i:[A-Z])[\w.'-]*)*\s+(?:is|was|are|were)\s+"
-    r"(?:\w+\s+)?(?:from|in|of|at|part|located|based|born)\b"
-    # the asked-about thing in place, after a first fact: "... is the third album by a
-    # singer from what state?", "... is based where?"
-    r"|^\s*(?:\S+\s+){3,}?.*\b(?:from|on|in|by|at|of|for)\s+(?:what|which)\s+\w+\s*\?\s*$"
-    r"|^\s*(?:\S+\s+){3,}?.*\b(?:\w+ed|born|based|located|founded)\s+(?:where|when)\s*\?\s*$",
-    re.I,
+_MULTI_HOP_WORDS = frozenset("through chain path paths via indirectly".split())
+_QUESTION_WORDS = frozenset("what which who whom whose where when how".split())
+_AUX = frozenset("is was are were did does do has have had".split())
+_RELATIVE = frozenset("that who which whose where".split())
+_ARTICLES = frozenset("the a an".split())
+_RELATIONSHIP_WORDS = frozenset(
+    "relationship connection collaborate collaborated collaborates collaborating collaboration "
+    "colleague colleagues teammate teammates".split()
 )
-_RELATIONSHIP_RE = re.compile(
-    r"\b(related\s+to|relate[sd]?\s+to|relationship|connected\s+(?:with|to)|connection|"
-    r"works?\s+with|worked\s+with|working\s+with|who\s+works|collaborat\w*|associated\s+with|"
-    r"linked\s+to|reports?\s+to|partner(?:s|ed)?\s+with|involved\s+(?:with|in)|know[s]?\s+each\s+other|"
-    r"team\s+(?:members?|mates?)|colleagues?|friends?\s+with)\b",
-    re.I,
+_RELATIONSHIP_PAIRS = frozenset(
+    [
+        ("related", "to"),
+        ("relate", "to"),
+        ("relates", "to"),
+        ("related", "with"),
+        ("connected", "with"),
+        ("connected", "to"),
+        ("work", "with"),
+        ("works", "with"),
+        ("worked", "with"),
+        ("working", "with"),
+        ("associated", "with"),
+        ("linked", "to"),
+        ("report", "to"),
+        ("reports", "to"),
+        ("partnered", "with"),
+        ("involved", "with"),
+        ("involved", "in"),
+        ("friends", "with"),
+        ("team", "members"),
+        ("team", "member"),
+    ]
 )
+
+
+def _tokens(query: str) -> tuple[list[str], list[str]]:
+    """The question's words as written and lower-cased (one linear pass)."""
+    raw = _TOKEN_RE.findall(query[:ROUTING_CHARS])
+    return raw, [t.lower() for t in raw]
+
+
+def _capitalised(word: str) -> bool:
+    return word[:1].isupper()
+
+
+def _comparison(raw: list[str], low: list[str]) -> str | None:
+    for i, word in enumerate(low):
+        if word in _COMPARISON_WORDS:
+            return word
+        if i + 1 < len(low) and (word, low[i + 1]) in _COMPARISON_PAIRS:
+            return f"{word} {low[i + 1]}"
+    # an alternative question: "Which came first, X or Y?"
+    if low and low[0] in ("which", "who", "whom") and "or" in low[2:] and low[-1] == "?":
+        return "which ... or ...?"
+    return None
+
+
+def _multi_hop(raw: list[str], low: list[str]) -> str | None:
+    """Wording that reaches an answer through another thing (the spec's "nested
+    references"): multi-hop words, a chain of "of" ("the birthplace of the author of X"), a
+    chain of possessives ("X's manager's team"), a thing picked out by a relative clause
+    ("the team that shipped X"), and an attribute of a role holder ("What nationality is
+    the director of X?", "Where was the author of X born?")."""
+    for i, word in enumerate(low):
+        if word in _MULTI_HOP_WORDS:
+            return word
+        if word == "in" and i + 1 < len(low) and low[i + 1] == "common":
+            return "in common"
+    ofs = [i for i, w in enumerate(low) if w == "of"]
+    for a, b in zip(ofs, ofs[1:]):
+        between = [w for w in low[a + 1 : b] if w not in _ARTICLES]
+        if 1 <= len(between) <= 2:
+            return "of ... of"
+    possessive = [i for i, w in enumerate(low) if w.endswith(("'s", "’s"))]
+    for a, b in zip(possessive, possessive[1:]):
+        if b - a <= 2:
+            return "'s ... 's"
+    for i in range(2, len(low) - 1):
+        # "the <noun> that/who/which/whose/where <verb ...>", after the question's opening
+        if low[i - 2] in _ARTICLES and low[i] in _RELATIVE and not _capitalised(raw[i - 1]):
+            if i + 1 < len(low) and low[i + 1] not in _AUX | {"?"}:
+                return f"the {low[i - 1]} {low[i]}"
+    # an attribute of a role holder: "<wh> <noun> <aux> the <role> of", "<wh> <aux> the <role> of ... <verb>?"
+    if len(low) >= 5 and low[0] in _QUESTION_WORDS:
+        j = 2 if low[1] not in _AUX else 1
+        if j == 2 and low[2] in _AUX and low[3] in _ARTICLES and len(low) > 5 and low[5] == "of":
+            if not _capitalised(raw[4]):
+                return f"{low[0]} {low[1]} ... the {low[4]} of"
+        if j == 1 and low[0] in ("where", "when") and low[2] in _ARTICLES and len(low) > 4 and low[4] == "of":
+            tail = [w for w in low[5:] if w != "?"]
+            if not _capitalised(raw[3]) and tail and not _capitalised(raw[len(raw) - 1 - (low[-1] == "?")]):
+                return f"{low[0]} ... the {low[3]} of ... {tail[-1]}"
+    return None
+
+
+def _relationship(low: list[str]) -> str | None:
+    for i, word in enumerate(low):
+        if word in _RELATIONSHIP_WORDS:
+            return word
+        if i + 1 < len(low) and (word, low[i + 1]) in _RELATIONSHIP_PAIRS:
+            return f"{word} {low[i + 1]}"
+        if word == "know" and low[i + 1 : i + 3] == ["each", "other"]:
+            return "know each other"
+    return None
 
 
 @dataclass(frozen=True)
@@ -163,17 +232,18 @@ def classify(query: str, entity_mentions: Sequence[str] = ()) -> tuple[QueryComp
         The complexity and the reasons that fired.
     """
     reasons: list[str] = []
-    if m := _COMPARISON_RE.search(query):
-        reasons.append(f"comparison:{m.group(0).lower()}")
-    if m := _MULTI_HOP_RE.search(query):
-        reasons.append(f"multi_hop:{m.group(0).lower()}")
+    raw, low = _tokens(query)
+    if found := _comparison(raw, low):
+        reasons.append(f"comparison:{found}")
+    if found := _multi_hop(raw, low):
+        reasons.append(f"multi_hop:{found}")
     distinct = {m.casefold() for m in entity_mentions if m.strip()}
     if len(distinct) >= 2:
         reasons.append(f"entities:{len(distinct)}")
     if reasons:
         return QueryComplexity.COMPLEX, reasons
-    if m := _RELATIONSHIP_RE.search(query):
-        return QueryComplexity.MODERATE, [f"relationship:{m.group(0).lower()}"]
+    if found := _relationship(low):
+        return QueryComplexity.MODERATE, [f"relationship:{found}"]
     return QueryComplexity.SIMPLE, ["default:simple"]
 
 
