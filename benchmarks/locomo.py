@@ -1,18 +1,20 @@
 """LoCoMo memory benchmark: turn-level evidence recall@5/10/15 and recall latency.
 
-    python -m benchmarks.locomo [--stack sqlite_lance|postgres|all] [--mode hybrid] [--preset default|sharp]
+    python -m benchmarks.locomo [--stack sqlite_lance|postgres|all] [--modes vector,hybrid]
+                                [--preset default|memory|...] [--data-dir DIR]
 
 Each dialogue turn of the development split (``shared/data/locomo/dev``) is remembered as
 one document in its conversation's namespace (``occurred_at`` = the session date, the
 speaker in metadata, the image caption appended as ``[shares ...]``). Every question of
 categories 1-4 with resolvable evidence is recalled against its own conversation;
 ``recall@k = |E ∩ R_k| / |E|`` averaged per category and overall (the official scoring,
-see the data README). Latency is the ``recall()`` call alone, query embedding included.
-The same questions are scored against two plain baselines over each conversation's turn
+see the data README). Questions fall into two fixed folds by a hash of their
+conversation and question index (``fold_of``): settings are chosen on fold A, fold B is
+printed beside it. Latency is the ``recall()`` call alone, the question embedded live by
+the model (only passages come from the embedding cache). The same questions are scored against two plain baselines over each conversation's turn
 texts, per category: cosine top-k (the same embedder) and Okapi BM25 (``k1 = 1.2``,
-``b = 0.75``, lower-cased word tokens). Reference points from the issue: cosine top-k
-recall@10 0.49, BM25 0.52; DRAGON
-recall@5 56.7 / @10 66.2; DeytaHQ khora recall@15 0.859 at a mean 363 ms.
+``b = 0.75``, lower-cased word tokens), computed in the same run. ``--data-dir`` keeps the
+embedded store in a folder and reuses conversations already remembered there.
 """
 
 from __future__ import annotations
@@ -20,19 +22,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import math
-import re
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from datetime import datetime, timezone
 
 import numpy as np
 
 from benchmarks._common import (
     DATA,
+    FOLDS,
     STACK_CHOICES,
     CachedEmbedder,
+    PlainBM25,
+    fold_of,
     pct,
     preset_sections,
     print_table,
@@ -79,49 +82,36 @@ def questions(turns: list[dict], max_questions: int | None) -> list[tuple[dict, 
     return out[:max_questions]
 
 
+def question_id(q: dict) -> str:
+    """A stable id for a LoCoMo question (its conversation and its text), for its fold."""
+    return f"{q['conv_id']}|{q['question']}"
+
+
 class Scores:
-    """recall@5/10/15 sums per category."""
+    """recall@5/10/15 sums per fold and category."""
 
     def __init__(self) -> None:
-        self.sums: dict[int, list[float]] = defaultdict(lambda: [0.0] * len(KS))
-        self.counts: dict[int, int] = defaultdict(int)
+        self.sums: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0] * len(KS))
+        self.counts: dict[tuple[str, int], int] = defaultdict(int)
 
-    def add(self, category: int, evidence: set[str], ranked: list[str]) -> None:
+    def add(self, q: dict, evidence: set[str], ranked: list[str]) -> None:
+        key = (fold_of(question_id(q)), q["category"])
         for i, k in enumerate(KS):
-            self.sums[category][i] += len(evidence & set(ranked[:k])) / len(evidence)
-        self.counts[category] += 1
+            self.sums[key][i] += len(evidence & set(ranked[:k])) / len(evidence)
+        self.counts[key] += 1
 
-    def by_category(self) -> dict[str, list[float]]:
-        """``{"cat N": [R@5, R@10, R@15], ..., "overall 1-4": [...]}``."""
-        out = {f"cat {c}": [s / self.counts[c] for s in self.sums[c]] for c in sorted(self.counts)}
-        n = sum(self.counts.values())
-        out["overall 1-4"] = [sum(self.sums[c][i] for c in self.counts) / n for i in range(len(KS))]
+    def by_category(self, fold: str) -> dict[str, list[float]]:
+        """``{"cat N": [R@5, R@10, R@15], ..., "overall 1-4": [...]}`` for one fold."""
+        cats = sorted(c for f, c in self.counts if f == fold)
+        out = {f"cat {c}": [s / self.counts[(fold, c)] for s in self.sums[(fold, c)]] for c in cats}
+        n = sum(self.counts[(fold, c)] for c in cats)
+        out["overall 1-4"] = [sum(self.sums[(fold, c)][i] for c in cats) / n for i in range(len(KS))]
         return out
 
-
-_WORD = re.compile(r"\w+")
-
-
-def _tokens(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
-def bm25_rank(query: str, docs: list[list[str]], *, k1: float = 1.2, b: float = 0.75) -> list[int]:
-    """Okapi BM25 over pre-tokenised documents (the plain baseline): indices, best first."""
-    n = len(docs)
-    avg = sum(len(d) for d in docs) / max(1, n)
-    df: Counter[str] = Counter(t for d in docs for t in set(d))
-    terms = set(_tokens(query))
-    scores = []
-    for d in docs:
-        tf = Counter(d)
-        score = 0.0
-        for t in terms:
-            if tf[t]:
-                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                score += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * len(d) / avg))
-        scores.append(score)
-    return sorted(range(n), key=lambda i: -scores[i])
+    def count(self, fold: str, cat: str) -> int:
+        if cat.startswith("cat "):
+            return self.counts[(fold, int(cat[4:]))]
+        return sum(n for (f, _), n in self.counts.items() if f == fold)
 
 
 async def plain_baselines(
@@ -132,30 +122,35 @@ async def plain_baselines(
     for t in turns:
         by_conv[t["conv_id"]].append(t)
     vectors = {}
-    tokens = {}
+    indexes = {}
     for conv_id, conv_turns in by_conv.items():
         texts = [turn_text(t) for t in conv_turns]
         matrix = np.asarray(await embedder.embed_documents(texts), dtype=np.float32)
         vectors[conv_id] = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-        tokens[conv_id] = [_tokens(x) for x in texts]
+        indexes[conv_id] = PlainBM25(texts)
     cosine, bm25 = Scores(), Scores()
     for q, evidence in asked:
         conv_turns = by_conv[q["conv_id"]]
         qv = np.asarray(await embedder.embed_query(q["question"]), dtype=np.float32)
         order = np.argsort(-(vectors[q["conv_id"]] @ qv), kind="stable")[: max(KS)]
-        cosine.add(q["category"], evidence, [conv_turns[i]["dia_id"] for i in order])
-        top = bm25_rank(q["question"], tokens[q["conv_id"]])[: max(KS)]
-        bm25.add(q["category"], evidence, [conv_turns[i]["dia_id"] for i in top])
+        cosine.add(q, evidence, [conv_turns[i]["dia_id"] for i in order])
+        top = indexes[q["conv_id"]].rank(q["question"], max(KS))
+        bm25.add(q, evidence, [conv_turns[i]["dia_id"] for i in top])
     return {"cosine top-k": cosine, "BM25": bm25}
 
 
-async def run(kb: Khora, mode: SearchMode, asked: list[tuple[dict, set[str]]], turns: list[dict]) -> Scores:
+async def ingest(kb: Khora, turns: list[dict], *, reuse: bool) -> dict[str, str]:
+    """Each conversation in its namespace (reused by name with ``reuse``): conv id -> namespace id."""
     by_conv: dict[str, list[dict]] = defaultdict(list)
     for t in turns:
         by_conv[t["conv_id"]].append(t)
+    existing = {ns.name: ns.namespace_id for ns in await kb.list_namespaces()} if reuse else {}
     namespaces: dict[str, str] = {}
     t0 = time.perf_counter()
     for conv_id, conv_turns in by_conv.items():
+        if f"locomo-{conv_id}" in existing:
+            namespaces[conv_id] = existing[f"locomo-{conv_id}"]
+            continue
         ns = (await kb.create_namespace(f"locomo-{conv_id}")).namespace_id
         namespaces[conv_id] = ns
         await kb.remember_batch(
@@ -173,6 +168,12 @@ async def run(kb: Khora, mode: SearchMode, asked: list[tuple[dict, set[str]]], t
             progress=True,
         )
     print(f"ingested {len(turns)} turns in {time.perf_counter() - t0:.1f}s")
+    return namespaces
+
+
+async def run(
+    kb: Khora, mode: SearchMode, asked: list[tuple[dict, set[str]]], namespaces: dict[str, str]
+) -> Scores:
     scores = Scores()
     latencies: list[float] = []
     for q, evidence in asked:
@@ -185,36 +186,43 @@ async def run(kb: Khora, mode: SearchMode, asked: list[tuple[dict, set[str]]], t
             dia = (ext.get(c.document_id) or "").split(":", 1)[-1]
             if dia and dia not in ranked:
                 ranked.append(dia)
-        scores.add(q["category"], evidence, ranked)
+        scores.add(q, evidence, ranked)
     print(
-        f"\nrecall latency over {len(latencies)} queries: mean {sum(latencies) / len(latencies):.1f} ms, "
-        f"p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms"
+        f"\n{mode.value} recall latency over {len(latencies)} queries: mean "
+        f"{sum(latencies) / len(latencies):.1f} ms, p50 {pct(latencies, 50):.1f} ms, p95 {pct(latencies, 95):.1f} ms"
     )
-    for ns in namespaces.values():
-        await kb.delete_namespace(ns)
     return scores
 
 
-def report(mode: SearchMode, khora: Scores, baselines: dict[str, Scores]) -> None:
-    ours = khora.by_category()
-    plain = {name: b.by_category() for name, b in baselines.items()}
+def report(title: str, ours: dict[str, Scores], baselines: dict[str, Scores]) -> None:
+    """R@10 (R@5, R@15 beside) per category and fold, every retriever, and where a Khora
+    mode falls below the best plain baseline at R@10."""
+    every = {**{f"Khora {m}": s for m, s in ours.items()}, **baselines}
+    cats = list(next(iter(ours.values())).by_category(FOLDS[0]))
     rows = []
-    for cat, values in ours.items():
-        n = khora.counts[int(cat[4:])] if cat.startswith("cat ") else sum(khora.counts.values())
-        rows.append([cat, f"Khora {mode.value}", n, *[round(v, 3) for v in values]])
-        for name, by_cat in plain.items():
-            rows.append(["", name, "", *[round(v, 3) for v in by_cat[cat]]])
+    for cat in cats:
+        for i, (name, scores) in enumerate(every.items()):
+            row: list[object] = [cat if i == 0 else "", name]
+            for fold in FOLDS:
+                values = scores.by_category(fold).get(cat)
+                row += [round(values[1], 3) if values else "", scores.count(fold, cat) if i == 0 else ""]
+            row.append(" / ".join(f"{v:.3f}" for v in scores.by_category("A")[cat]))
+            rows.append(row)
     print_table(
-        f"LoCoMo evidence recall, mode={mode.value}, against plain baselines",
-        ["category", "retriever", "questions", "R@5", "R@10", "R@15"],
+        f"LoCoMo evidence recall@10, {title}",
+        ["category", "retriever", "fold A", "n", "fold B", "n", "fold A R@5 / R@10 / R@15"],
         rows,
     )
-    below = [
-        f"{cat} (R@10 {values[1]:.3f} < {max(p[cat][1] for p in plain.values()):.3f})"
-        for cat, values in ours.items()
-        if values[1] < max(p[cat][1] for p in plain.values())
-    ]
-    print(f"\nbelow the best plain baseline at R@10: {', '.join(below) or 'none'}")
+    for fold in FOLDS:
+        plain = {name: b.by_category(fold) for name, b in baselines.items()}
+        for mode, scores in ours.items():
+            values = scores.by_category(fold)
+            below = [
+                f"{cat} ({values[cat][1]:.3f} < {max(p[cat][1] for p in plain.values()):.3f})"
+                for cat in values
+                if values[cat][1] < max(p[cat][1] for p in plain.values())
+            ]
+            print(f"fold {fold}, {mode}: below the best plain baseline at R@10: {', '.join(below) or 'none'}")
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -222,19 +230,27 @@ async def main_async(args: argparse.Namespace) -> None:
     turns = read_jsonl(DATA / "locomo" / "dev" / "turns.jsonl")
     asked = questions(turns, args.max_questions)
     baselines = await plain_baselines(embedder, turns, asked)
+    modes = [SearchMode(m.strip().lower()) for m in args.modes.split(",") if m.strip()]
     for stack, cfg in stack_configs(
-        args.stack, **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False)
+        args.stack,
+        data_dir=args.data_dir,
+        **preset_sections(args.preset, skeleton_scope=args.skeleton_scope, adaptive_limit=False),
     ).items():
         print(f"\n# stack: {stack}, preset: {args.preset}")
-        async with Khora(config=cfg, embedder=embedder) as kb:
-            scores = await run(kb, SearchMode(args.mode), asked, turns)
-        report(SearchMode(args.mode), scores, baselines)
+        async with Khora(config=cfg, embedder=embedder.live()) as kb:
+            namespaces = await ingest(kb, turns, reuse=args.data_dir is not None)
+            ours = {m.value: await run(kb, m, asked, namespaces) for m in modes}
+            if args.data_dir is None:
+                for ns in namespaces.values():
+                    await kb.delete_namespace(ns)
+        report(f"stack={stack}, preset={args.preset}", ours, baselines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="sqlite_lance", choices=STACK_CHOICES)
-    parser.add_argument("--mode", default="hybrid")
+    parser.add_argument("--modes", default="vector,hybrid", help="comma-separated search modes")
+    parser.add_argument("--data-dir", default=None, help="keep (and reuse) the embedded store here")
     parser.add_argument("--max-questions", type=int, default=None)
     parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")
     parser.add_argument(

@@ -29,7 +29,7 @@ UV=("$PY" -m uv)
 BASE_PY="$("$PY" -c 'import sys; print(sys._base_executable)')"
 
 echo "== [$MODE] building the wheel"
-"$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WORK/dist" "$ROOT" >/dev/null
+"$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WORK/dist" "$ROOT" >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log" >&2; exit 1; }
 WHEEL="$(ls "$WORK"/dist/khora_memory-*.whl)"
 "${UV[@]}" venv -q --python "$BASE_PY" "$WORK/venv"
 VPY="$WORK/venv/bin/python"
