@@ -52,6 +52,7 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from khora_core.config import VectorCypherConfig
@@ -151,12 +152,12 @@ def _multi_hop(raw: list[str], low: list[str]) -> str | None:
         if word == "in" and i + 1 < len(low) and low[i + 1] == "common":
             return "in common"
     ofs = [i for i, w in enumerate(low) if w == "of"]
-    for a, b in zip(ofs, ofs[1:]):
+    for a, b in pairwise(ofs):
         between = [w for w in low[a + 1 : b] if w not in _ARTICLES]
         if 1 <= len(between) <= 2:
             return "of ... of"
     possessive = [i for i, w in enumerate(low) if w.endswith(("'s", "’s"))]
-    for a, b in zip(possessive, possessive[1:]):
+    for a, b in pairwise(possessive):
         if b - a <= 2:
             return "'s ... 's"
     for i in range(2, len(low) - 1):
