@@ -20,6 +20,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
     raise MissingExtraError("The LlamaIndex integration", "llamaindex", "llama-index-core") from exc
 
+from khora_integrations.llama_index.chat_store import KhoraChatStore
 from khora_integrations.llama_index.embeddings import KhoraEmbedding, LlamaIndexEmbedder, as_khora_embedder
 from khora_integrations.llama_index.events import KhoraAbstentionEvent
 from khora_integrations.llama_index.filters import (
@@ -28,11 +29,14 @@ from khora_integrations.llama_index.filters import (
     to_recall_filter,
 )
 from khora_integrations.llama_index.graph_store import KhoraPropertyGraphStore, UnsupportedGraphOperationError
+from khora_integrations.llama_index.memory import KhoraMemoryBlock
 from khora_integrations.llama_index.retriever import KhoraRetriever
 
 __all__ = [
     "KhoraAbstentionEvent",
+    "KhoraChatStore",
     "KhoraEmbedding",
+    "KhoraMemoryBlock",
     "KhoraPropertyGraphStore",
     "KhoraRetriever",
     "LlamaIndexEmbedder",
