@@ -21,7 +21,11 @@ from khora_core.models import RecallResult, SearchMode
 from khora_integrations._bridge import KhoraRef, apply_abstention_policy, chunk_metadata
 from khora_integrations.langchain.filters import pgvector_to_recall_filter
 
-__all__ = ["ABSTENTION_EVENT", "KhoraRetriever"]
+__all__ = ["ABSTENTION_EVENT", "DEFAULT_NAMESPACE", "KhoraRetriever"]
+
+#: The namespace a ``KhoraRetriever`` built without one recalls from (``KhoraVectorStore``'s
+#: default too); it is created on first use.
+DEFAULT_NAMESPACE = "langchain"
 
 #: Name of the custom callback event a retriever dispatches when recall says it should abstain.
 ABSTENTION_EVENT = "khora_abstention"
@@ -63,7 +67,9 @@ class KhoraRetriever(BaseRetriever):
         kb: a ``Khora`` or ``KhoraSync``; when omitted one is built from ``config`` (or
             the environment) and opened on first use.
         config: the ``KhoraConfig`` for a Khora the retriever owns.
-        namespace: the namespace id to recall from.
+        namespace: the namespace id to recall from; when omitted, ``"langchain"`` (where
+            ``KhoraVectorStore`` writes by default), created on first use. A namespace you
+            name must exist (``NamespaceNotFoundError`` otherwise).
         k: how many chunks to return (``recall(limit=k)``). ``k=10`` is ``recall``'s
             default limit, which lets Khora adapt the count to the question (3 to 15 chunks,
             ``QueryConfig.adaptive_limit``); any other ``k`` is honoured exactly.
@@ -76,7 +82,7 @@ class KhoraRetriever(BaseRetriever):
 
     kb: Khora | KhoraSync | None = None
     config: KhoraConfig | None = None
-    namespace: str
+    namespace: str = DEFAULT_NAMESPACE
     k: int = Field(default=4, ge=1)
     mode: SearchMode = SearchMode.HYBRID
     filter: Any = None
@@ -84,9 +90,11 @@ class KhoraRetriever(BaseRetriever):
     abstain: Literal["flag", "empty", "raise"] = "flag"
 
     _ref: KhoraRef = PrivateAttr()
+    _create_namespace: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any, /) -> None:
         self._ref = KhoraRef(self.kb, config=self.config)
+        self._create_namespace = "namespace" not in self.model_fields_set
 
     def close(self) -> None:
         """Close the Khora this retriever opened; a Khora you passed in stays open."""
@@ -110,6 +118,9 @@ class KhoraRetriever(BaseRetriever):
         return opts
 
     async def _recall(self, kb: Khora, query: str, opts: dict[str, Any]) -> RecallResult:
+        if self._create_namespace:  # the default namespace: created on first use
+            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+            self._create_namespace = False
         return await kb.recall(
             query,
             namespace=self.namespace,

@@ -18,6 +18,7 @@ from khora_integrations.llama_index import _graph_read as read_ops
 from khora_integrations.llama_index import _graph_write as write_ops
 from khora_integrations.llama_index._graph_convert import llama_node
 from khora_integrations.llama_index._graph_write import UnsupportedGraphOperationError
+from khora_integrations.llama_index.retriever import DEFAULT_NAMESPACE
 
 __all__ = ["KhoraPropertyGraphStore", "UnsupportedGraphOperationError"]
 
@@ -56,7 +57,8 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
     Args:
         kb: a ``Khora`` or ``KhoraSync``; when omitted one is built from ``config`` (or the
             environment) and opened on first use.
-        namespace: the namespace id.
+        namespace: the namespace id; when omitted, ``"llama_index"`` (the LlamaIndex
+            ``KhoraRetriever`` default), created on first use.
         config: the ``KhoraConfig`` for a Khora the store owns.
         create_namespace: create the namespace on the first write when missing.
         use_node_embeddings: store an ``EntityNode``'s own embedding (it must come from
@@ -70,15 +72,16 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         self,
         kb: Khora | KhoraSync | None = None,
         *,
-        namespace: str,
+        namespace: str | None = None,
         config: KhoraConfig | None = None,
         create_namespace: bool = True,
         use_node_embeddings: bool = False,
         max_triplets: int = 1000,
     ) -> None:
         self._ref = KhoraRef(kb, config=config)
-        self.namespace = namespace
+        self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         self.create_namespace = create_namespace
+        self._ensure_default = namespace is None
         self.use_node_embeddings = use_node_embeddings
         self.max_triplets = max_triplets
         self._aliases: dict[str, str] = {}
@@ -86,12 +89,16 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
 
     # -- plumbing ---------------------------------------------------------------------------
     def _run(self, work: Callable[[read_ops.GraphContext], Awaitable[T]]) -> T:
-        return self._ref.call(lambda kb: work(read_ops.GraphContext(kb, self.namespace, self._aliases)))
+        return self._ref.call(lambda kb: self._work(kb, work))
 
     async def _arun(self, work: Callable[[read_ops.GraphContext], Awaitable[T]]) -> T:
-        return await self._ref.acall(
-            lambda kb: work(read_ops.GraphContext(kb, self.namespace, self._aliases))
-        )
+        return await self._ref.acall(lambda kb: self._work(kb, work))
+
+    async def _work(self, kb: Khora, work: Callable[[read_ops.GraphContext], Awaitable[T]]) -> T:
+        if self._ensure_default:  # the default namespace: created on first use
+            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+            self._ensure_default = False
+        return await work(read_ops.GraphContext(kb, self.namespace, self._aliases))
 
     @property
     def client(self) -> Khora:

@@ -16,7 +16,11 @@ from khora_integrations._bridge import ABSTAIN_POLICIES, KhoraRef, apply_abstent
 from khora_integrations.llama_index.events import KhoraAbstentionEvent, dispatcher
 from khora_integrations.llama_index.filters import to_recall_filter
 
-__all__ = ["BOOKKEEPING_KEYS", "KhoraRetriever"]
+__all__ = ["BOOKKEEPING_KEYS", "DEFAULT_NAMESPACE", "KhoraRetriever"]
+
+#: The namespace the LlamaIndex adapters use when built without one (``KhoraRetriever``,
+#: ``KhoraPropertyGraphStore``); it is created on first use.
+DEFAULT_NAMESPACE = "llama_index"
 
 #: Metadata keys Khora adds for programs, hidden from the LLM prompt and from embeddings
 #: (``excluded_llm_metadata_keys`` / ``excluded_embed_metadata_keys``).
@@ -74,7 +78,9 @@ class KhoraRetriever(BaseRetriever):
     Args:
         kb: a ``Khora`` or ``KhoraSync``; when omitted one is built from ``config`` (or the
             environment) and opened on first use.
-        namespace: the namespace id to recall from.
+        namespace: the namespace id to recall from; when omitted, ``"llama_index"`` (the
+            ``KhoraPropertyGraphStore`` default), created on first use. A namespace you name
+            must exist (``NamespaceNotFoundError`` otherwise).
         similarity_top_k: how many chunks to return (``recall(limit=...)``).
         mode: the ``SearchMode`` (``"hybrid"`` by default).
         filters: LlamaIndex ``MetadataFilters`` (translated, see ``filters.py``), a
@@ -95,7 +101,7 @@ class KhoraRetriever(BaseRetriever):
         self,
         kb: Khora | KhoraSync | None = None,
         *,
-        namespace: str,
+        namespace: str | None = None,
         similarity_top_k: int = 4,
         mode: SearchMode | str = SearchMode.HYBRID,
         filters: Any = None,
@@ -119,7 +125,8 @@ class KhoraRetriever(BaseRetriever):
             raise InvalidInputError(
                 f"Unknown mode {mode!r}; use one of {[m.value for m in SearchMode]}"
             ) from exc
-        self.namespace = namespace
+        self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
+        self._create_namespace = namespace is None
         self.similarity_top_k = similarity_top_k
         self.filters = to_recall_filter(filters)
         self.min_similarity = float(min_similarity)
@@ -137,6 +144,9 @@ class KhoraRetriever(BaseRetriever):
 
     # -- one implementation ---------------------------------------------------------------
     async def _recall(self, kb: Khora, query: str) -> RecallResult:
+        if self._create_namespace:  # the default namespace: created on first use
+            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+            self._create_namespace = False
         return await kb.recall(
             query,
             namespace=self.namespace,
