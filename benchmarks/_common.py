@@ -161,12 +161,9 @@ def preset_sections(name: str, *, skeleton_scope: str | None = None, **query: An
 
     if name not in PRESETS:
         raise SystemExit(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
-    sections = PRESETS[name].config_kwargs()
-    sections["query"] = {**sections["query"], **query}
+    sections: dict[str, Any] = {"preset": name, "query": dict(query)}
     if skeleton_scope is not None:
-        sections["vectorcypher"] = sections["vectorcypher"].model_copy(
-            update={"skeleton_scope": skeleton_scope}
-        )
+        sections["vectorcypher"] = {"skeleton_scope": skeleton_scope}
     return sections
 
 

@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("--mode", choices=[m.value for m in SearchMode], default=SearchMode.HYBRID.value)
     p.add_argument("--filter", help='a recall filter as JSON, e.g. \'{"metadata.tier": "gold"}\'')
+    p.add_argument(
+        "--preset", default=None, help="read-path preset: default, memory, fast, ... (KHORA_PRESET)"
+    )
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--min-similarity", type=float, default=0.0)
     p.add_argument("--json", action="store_true", help="print the RecallResult as JSON")
@@ -162,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _open(args: argparse.Namespace) -> Any:
     from khora_core.client import Khora
 
-    return Khora(args.url, data_dir=args.data_dir)
+    return Khora(args.url, data_dir=args.data_dir, preset=getattr(args, "preset", None))
 
 
 async def _ensure_namespace(kb: Any, namespace: str) -> None:

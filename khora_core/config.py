@@ -291,6 +291,20 @@ class VectorCypherConfig(BaseModel):
     #: An entry entity mentioned in more than this share of the namespace's chunks counts
     #: as common and its evidence is discounted (``fusion.entity_specificity``); 1.0: off.
     graph_common_entity_share: float = Field(default=0.05, gt=0.0, le=1.0)
+    #: How the graph channel ranks the passages it reaches on unfiltered recalls: ``"walk"``
+    #: is personalized PageRank over the question's passage-entity graph, restarting at its
+    #: entities and nearest passages (``retrieval.ppr``); ``"evidence"`` scores each passage
+    #: by the entry entities it names times its relevance to the question.
+    graph_scoring: Literal["walk", "evidence"] = "walk"
+    #: The walk's probability of following an edge rather than restarting.
+    graph_walk_damping: float = Field(default=0.5, gt=0.0, lt=1.0)
+    #: Share of the walk's restart mass on the nearest passages (the rest on the question's
+    #: entities; all of it when the question names none).
+    graph_walk_passage_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: Nearest passages whose entities' other passages join the walk (the second hops).
+    graph_walk_expand: int = Field(default=5, ge=0)
+    #: Passages each of the question's (or expanded) entities adds to the walk.
+    graph_walk_per_entity: int = Field(default=30, ge=0)
     #: Adjust the walk depth to the number of entry entities (the two thresholds below).
     adaptive_depth_enabled: bool = True
     #: At or above this many entry entities, walk one hop only.
@@ -375,9 +389,18 @@ class KhoraConfig(BaseModel):
     (YAML too), or pass section objects / dicts as keywords::
 
         KhoraConfig(query={"enable_bm25_channel": True}, llm={"model": "openai/gpt-4o-mini"})
+        KhoraConfig(preset="memory")  # a named read-path preset (retrieval.presets)
+
+    A preset's settings sit just above the defaults: the environment, the YAML file and
+    keywords each override them setting by setting (a ``VectorCypherConfig`` object passed
+    whole replaces the preset's engine settings).
     """
 
     model_config = ConfigDict(extra="forbid")
+
+    #: The named read-path preset the query and engine settings start from
+    #: (``retrieval.presets``: ``default``, ``memory``, ``fast``, ...); ``KHORA_PRESET``.
+    preset: str = "default"
 
     storage: StorageConfig
     embedding: EmbeddingConfig
@@ -389,7 +412,9 @@ class KhoraConfig(BaseModel):
     def __init__(self, **data: Any) -> None:
         yaml_path = data.pop("config_file", None) or os.environ.get("KHORA_CONFIG_FILE")
         yaml_data: dict[str, Any] = _read_yaml(yaml_path) if yaml_path else {}
-        built: dict[str, Any] = {}
+        preset_name = data.pop("preset", None) or yaml_data.get("preset") or os.environ.get("KHORA_PRESET")
+        preset = _preset(preset_name or "default")
+        built: dict[str, Any] = {"preset": preset.name}
         for name, cls in _SECTIONS.items():
             given = data.pop(name, None)
             if isinstance(given, cls):
@@ -397,18 +422,36 @@ class KhoraConfig(BaseModel):
                 continue
             if given is not None and not isinstance(given, dict):
                 raise ConfigError(f"KhoraConfig({name}=...) takes a {cls.__name__} or a dict", setting=name)
-            built[name] = _build_section(cls, dict(yaml_data.get(name) or {}), dict(given or {}))
+            below = {**(dict(preset.query) if name == "query" else {}), **dict(yaml_data.get(name) or {})}
+            built[name] = _build_section(cls, below, dict(given or {}))
         vc = data.pop("vectorcypher", None)
         if vc is None and "vectorcypher" in yaml_data:
             vc = _flatten_vectorcypher_yaml(yaml_data["vectorcypher"])
-        if vc is not None:
-            built["vectorcypher"] = vc if isinstance(vc, VectorCypherConfig) else VectorCypherConfig(**vc)
+        if not isinstance(vc, VectorCypherConfig):
+            try:
+                vc = VectorCypherConfig(**{**dict(preset.vectorcypher), **dict(vc or {})})
+            except Exception as exc:  # pydantic ValidationError: name the setting
+                raise ConfigError(
+                    f"Invalid VectorCypherConfig setting: {exc}", setting="vectorcypher"
+                ) from exc
+        built["vectorcypher"] = vc
         super().__init__(**built, **data)
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> KhoraConfig:
         """Build a config from a YAML file (optional), the environment and overrides."""
         return cls(config_file=path, **overrides) if path else cls(**overrides)
+
+
+def _preset(name: str) -> Any:
+    from khora_core.retrieval.presets import PRESETS
+
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ConfigError(
+            f"Unknown preset {name!r}; choose one of {', '.join(PRESETS)} (KHORA_PRESET)",
+            setting="KHORA_PRESET",
+        )
+    return PRESETS[name]
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:

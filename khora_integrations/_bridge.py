@@ -7,7 +7,7 @@ These live here so each framework adapter stays a thin translation layer:
   points through the one bridge, ``khora_core.sync.run_sync``;
 * the abstention policy (``"flag"``, ``"empty"``, ``"raise"``) applied to a ``RecallResult``;
 * ``chunk_metadata``: the flat metadata dict an integration attaches to a recalled chunk;
-* one-document-per-id operations for vector-store adapters: ``store_text``,
+* one-document-per-id operations for vector-store adapters: ``store_texts``,
   ``forget_ids``, ``documents_by_ids`` and ``best_documents`` (vector search grouped by
   document).
 """
@@ -26,7 +26,6 @@ import numpy as np
 from khora_core.client import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import ConfigError, InvalidInputError, KhoraAbstention
-from khora_core.ingest.dedup import content_hash
 from khora_core.models import (
     SYSTEM_DATE_KEYS,
     SYSTEM_STRING_KEYS,
@@ -51,7 +50,7 @@ __all__ = [
     "documents_by_ids",
     "forget_ids",
     "jsonable",
-    "store_text",
+    "store_texts",
 ]
 
 T = TypeVar("T")
@@ -82,6 +81,7 @@ class KhoraRef:
         data_dir: the embedded store folder for a Khora this handle owns.
         embedder: the embedder for a Khora this handle owns (any Khora ``Embedder``,
             LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding``).
+        preset: the read-path preset of a Khora this handle owns (``"memory"``, ...).
 
     Raises:
         ConfigError: ``kb`` is not a Khora, or ``kb`` is combined with owner arguments.
@@ -95,8 +95,15 @@ class KhoraRef:
         url: str | None = None,
         data_dir: str | None = None,
         embedder: Any = None,
+        preset: str | None = None,
     ) -> None:
-        owner_args = {"config": config, "url": url, "data_dir": data_dir, "embedder": embedder}
+        owner_args = {
+            "config": config,
+            "url": url,
+            "data_dir": data_dir,
+            "embedder": embedder,
+            "preset": preset,
+        }
         given = sorted(k for k, v in owner_args.items() if v is not None)
         if kb is not None and given:
             raise ConfigError(
@@ -106,7 +113,7 @@ class KhoraRef:
             )
         self.owned = kb is None
         if kb is None:
-            kb = KhoraSync(url, config=config, data_dir=data_dir, embedder=embedder)
+            kb = KhoraSync(url, config=config, data_dir=data_dir, embedder=embedder, preset=preset)
         if isinstance(kb, KhoraSync):
             self.aio: Khora = kb.aio
             self.on_bridge = True
@@ -251,37 +258,65 @@ PROMOTED_KEYS: tuple[str, ...] = ("source", "source_type", "source_name", "sourc
 _MAX_FETCH = 2000
 
 
-async def store_text(
-    kb: Khora, namespace: str, text: str, metadata: dict[str, Any], doc_id: str | None
-) -> str:
-    """Remember ``text`` as the document ``doc_id`` (a new UUID when ``None``); returns its id.
+async def store_texts(
+    kb: Khora,
+    namespace: str,
+    texts: Sequence[str],
+    metadatas: Sequence[dict[str, Any]] | None,
+    ids: Sequence[str | None] | None,
+) -> list[str]:
+    """Store each text as the document keyed by its id (a new UUID for a ``None`` id), as
+    a vector store does; returns the ids, in order.
 
-    The id is the document's ``external_id``, so storing an id again replaces it. Khora
-    keeps identical text once per namespace, and ``remember`` answers a repeat with the
-    stored document; this maps that onto per-id semantics: without an id the stored
-    document's id comes back; with the same id changed metadata replaces the document.
+    The documents are written with ``remember_batch(..., dedup=False)``: identical texts
+    under different ids are separate documents, an id stored already is replaced (the
+    same text with new metadata included), and a later copy of an id in the batch replaces
+    an earlier one. String metadata values of :data:`PROMOTED_KEYS` are also set as
+    Khora's system fields.
+
+    Every item is validated before anything is written, so bad input stores nothing.
 
     Raises:
-        InvalidInputError: the text is already stored under another id.
+        InvalidInputError: ``metadatas`` or ``ids`` of another length than ``texts``, or an
+            item ``remember`` refuses (nothing is stored).
+        PartialWriteError: the store failed part-way; ``.stored`` and ``.failed`` say which
+            items were written.
     """
-    existing = await kb.engine.stack.documents.find_document_by_hash(namespace, content_hash(text))
-    promoted = {k: metadata[k] for k in PROMOTED_KEYS if isinstance(metadata.get(k), str) and metadata[k]}
-    if existing is not None:
-        stored_id = existing.external_id or existing.id
-        if doc_id is not None and doc_id != existing.external_id:
-            raise InvalidInputError(
-                f"The text for id {doc_id!r} is identical to the stored document {stored_id!r}: Khora "
-                "keeps identical content once per namespace. Reuse that id or make the texts differ."
-            )
-        unchanged = existing.metadata == jsonable(metadata) and all(
-            getattr(existing, key) == promoted.get(key) for key in PROMOTED_KEYS
+    from khora_core.errors import KhoraError, PartialWriteError
+    from khora_core.ingest.inputs import prepare_input
+
+    if metadatas is not None and len(metadatas) != len(texts):
+        raise InvalidInputError(f"got {len(texts)} texts but {len(metadatas)} metadatas")
+    if ids is not None and len(ids) != len(texts):
+        raise InvalidInputError(f"got {len(texts)} texts but {len(ids)} ids")
+    out = [
+        str(ids[i]) if ids is not None and ids[i] is not None else str(uuid.uuid4())
+        for i in range(len(texts))
+    ]
+    items: list[dict[str, Any]] = []
+    for i, text in enumerate(texts):
+        metadata = dict(metadatas[i]) if metadatas is not None else {}
+        promoted = {k: metadata[k] for k in PROMOTED_KEYS if isinstance(metadata.get(k), str) and metadata[k]}
+        item = {"content": text, "metadata": metadata, "external_id": out[i], "dedup": False, **promoted}
+        try:
+            prepare_input(kb.config.ingest, **item)
+        except InvalidInputError as exc:
+            raise type(exc)(f"item {i} (id {out[i]!r}): {exc}; nothing was stored") from exc
+        items.append(item)
+    if not items:
+        return []
+    outcomes = await kb.remember_batch(items, namespace=namespace)
+    failed = {i: o for i, o in enumerate(outcomes) if isinstance(o, KhoraError)}
+    if failed:
+        stored = {i: out[i] for i in range(len(out)) if i not in failed}
+        first = next(iter(failed.items()))
+        raise PartialWriteError(
+            f"{len(failed)} of {len(items)} documents were not stored (item {first[0]}, id "
+            f"{out[first[0]]!r}: {first[1]}); the other {len(stored)} were. Retry the failed ids.",
+            stored=stored,
+            failed=failed,
         )
-        if doc_id is None or unchanged:
-            return stored_id
-        await kb.forget(existing.id, namespace=namespace)  # same text, new metadata
-    external_id = doc_id or str(uuid.uuid4())
-    await kb.remember(text, namespace=namespace, external_id=external_id, metadata=metadata, **promoted)
-    return external_id
+    return out
 
 
 async def forget_ids(kb: Khora, namespace: str, ids: Sequence[str]) -> None:

@@ -66,6 +66,7 @@ from khora_core.models import ChunkHit
 from khora_core.retrieval.channels import ChannelResult
 from khora_core.retrieval.fusion import entity_specificity, graph_quality
 from khora_core.retrieval.linking import LinkedEntity
+from khora_core.retrieval.ppr import walk_passages
 from khora_core.retrieval.router import RoutingDecision, adaptive_depth
 from khora_core.storage.protocols import EntityHit, StorageStack
 
@@ -134,6 +135,20 @@ async def graph_channel(
             if hit.score >= config.retriever_min_entity_similarity and hit.entity.id not in seeds:
                 seeds[hit.entity.id] = (hit.entity.name, float(hit.score), "vector")
                 mentions[hit.entity.id] = hit.entity.mention_count
+    if config.graph_scoring == "walk" and filter is None and not temporal_sort and query_vector is not None:
+        return await _walk_channel(
+            stack,
+            namespace_id,
+            query_vector,
+            seeds=seeds,
+            mentions=mentions,
+            config=config,
+            limit=limit,
+            nominate=nominate,
+            passages=passages,
+            chunk_count=chunk_count,
+            started=started,
+        )
     # The walk from the entry entities, the namespace's chunk count (for the seeds'
     # specificity) and the passage seeds (below) run together.
     depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
@@ -256,6 +271,82 @@ async def graph_channel(
         post_filtered_keys=reached.post,
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         info=info,
+    )
+
+
+async def _walk_channel(
+    stack: StorageStack,
+    namespace_id: str,
+    query_vector: Sequence[float],
+    *,
+    seeds: dict[str, tuple[str, float, str]],
+    mentions: dict[str, int],
+    config: VectorCypherConfig,
+    limit: int,
+    nominate: int | None,
+    passages: Awaitable[ChannelResult] | None,
+    chunk_count: Callable[[], Awaitable[int]] | None,
+    started: float,
+) -> ChannelResult:
+    """The unfiltered graph channel as a walk (``retrieval.ppr``): restart at the question's
+    entities (link strength times specificity) and at its nearest passages (cosine), rank
+    passages by where the walk settles."""
+    counting: asyncio.Future[int] | None = None
+    if seeds and config.graph_common_entity_share < 1.0:
+        counting = asyncio.ensure_future(
+            chunk_count() if chunk_count is not None else stack.documents.count_chunks(namespace_id)
+        )
+    try:
+        if passages is not None:
+            nearest = list((await passages).hits)
+        else:
+            nearest = list((await stack.vectors.search(namespace_id, query_vector, limit=limit)).hits)
+        chunks_in_namespace = await counting if counting is not None else 0
+    except BaseException:
+        if counting is not None:
+            counting.cancel()
+            await asyncio.gather(counting, return_exceptions=True)
+        raise
+    specificity = {
+        eid: entity_specificity(
+            mentions[eid], chunks_in_namespace, common_share=config.graph_common_entity_share
+        )
+        for eid in seeds
+    }
+    weighted = {eid: (n, s * specificity[eid], h) for eid, (n, s, h) in seeds.items()}
+    quality = graph_quality(s for _, s, _ in weighted.values())
+    mass, hits, walk_info = await walk_passages(
+        stack,
+        namespace_id,
+        seeds={eid: (s, mentions[eid]) for eid, (_, s, _) in weighted.items() if s > 0},
+        nearest=nearest,
+        expand=config.graph_walk_expand,
+        per_entity=config.graph_walk_per_entity,
+        damping=config.graph_walk_damping,
+        passage_share=config.graph_walk_passage_share,
+    )
+    info: dict[str, Any] = {
+        "entry_entities": [
+            {"id": i, "name": n, "score": round(s, 4), "how": h, "specificity": round(specificity[i], 4)}
+            for i, (n, s, h) in weighted.items()
+        ],
+        "scoring": "walk",
+        "walk": walk_info,
+        "quality": round(quality, 4),
+        "depth": 0,
+        "expanded": walk_info["expanded_entities"],
+    }
+    returned = limit if nominate is None else max(1, min(limit, nominate))
+    ranked = sorted((cid for cid in mass if mass[cid] > 0), key=lambda c: (-mass[c], c))
+    head = ranked[: returned + returned // 2]
+    missing = [cid for cid in head if cid not in hits]
+    rows = {cid: hits[cid].chunk for cid in head if cid in hits}
+    if missing:
+        rows.update({c.id: c for c in await stack.documents.get_chunks(namespace_id, missing)})
+    ranked = [cid for cid in head if cid in rows][:returned]
+    out = [ChunkHit(chunk=rows[cid], score=mass[cid], rank=i) for i, cid in enumerate(ranked, start=1)]
+    return ChannelResult(
+        name="graph", hits=out, elapsed_ms=(time.perf_counter() - started) * 1000.0, info=info
     )
 
 

@@ -1,29 +1,24 @@
 """Named read-path presets: frozen bundles of ``QueryConfig`` and ``VectorCypherConfig`` settings.
 
-Use one when building a config::
-
-    from khora_core.retrieval.presets import PRESETS
-    cfg = KhoraConfig(**PRESETS["evergreen"].config_kwargs())
+Pick one with a word: ``Khora(preset="memory")``, ``KhoraConfig(preset="memory")``,
+``KHORA_PRESET=memory``, ``khora recall --preset memory``, or ``preset=`` on the LangChain
+and LlamaIndex classes. A preset's settings sit just above the defaults: anything set in the
+environment, a YAML file or keywords still wins.
 
 ====================  ======================================================================
-preset                what it does
+preset                what it is for
 ====================  ======================================================================
-``default``           the specification's defaults
+``default``           the specification's settings
+``memory``            chat and agent memory, and question answering over notes and passages:
+                      the BM25 channel on, sharp rank fusion (``k = 5``), no MMR
 ``fast``              no LLM work at query time (no HyDE, no LLM understanding or reranking)
 ``precise``           cross-encoder reranking on, BM25 channel on
 ``evergreen``         recency off: for reference corpora where newer is not better
 ``graph_heavy``       relationship-first fusion weights and deeper walks
-``sharp``             BM25 channel on at weight 1.5, sharp RRF (``k = 5``), no MMR
 ====================  ======================================================================
 
-``sharp`` is for recall@k on memory and question-answering corpora. The textbook ``k = 60``
-flattens fused ranks: with 50 candidates per channel, mid-rank chunks seen by two channels
-outvote one channel's confident top hit, and MMR then pushes apart the related passages a
-multi-hop answer needs. Measured on the development sets (``benchmarks/``, offline
-extractor, embedded store): LoCoMo recall@10 0.508 -> 0.656 in HYBRID; multi-hop HYBRID
-Recall@5 68.7 / 76.2 / 80.0 -> 65.0 / 75.0 / 85.0 on MuSiQue / 2Wiki / HotpotQA (the default's
-MMR counts only near-duplicates as redundant, ``QueryConfig.diversity_duplicate_floor``, and
-its graph channel nominates only as many chunks as the recall returns).
+``sharp`` is the earlier name of ``memory`` and stays as an alias. Measured figures for
+``default`` and ``memory`` are in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -45,10 +40,8 @@ class RetrievalPreset:
     vectorcypher: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def config_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``KhoraConfig``."""
-        from khora_core.config import VectorCypherConfig
-
-        return {"query": dict(self.query), "vectorcypher": VectorCypherConfig(**dict(self.vectorcypher))}
+        """Keyword arguments for ``KhoraConfig``: ``{"preset": name}``."""
+        return {"preset": self.name}
 
 
 def _preset(
@@ -58,6 +51,12 @@ def _preset(
         name, MappingProxyType(dict(query or {})), MappingProxyType(dict(vectorcypher or {}))
     )
 
+
+_MEMORY = _preset(
+    "memory",
+    {"enable_bm25_channel": True, "enable_diversity": False},
+    {"fusion_rrf_k": 5, "fusion_keyword_weight": 1.5},
+)
 
 PRESETS: MappingProxyType[str, RetrievalPreset] = MappingProxyType(
     {
@@ -69,11 +68,8 @@ PRESETS: MappingProxyType[str, RetrievalPreset] = MappingProxyType(
         ),
         "precise": _preset("precise", {"enable_reranking": True, "enable_bm25_channel": True}),
         "evergreen": _preset("evergreen", {"apply_recency_bias": False}, {"temporal_recency_weight": 0.0}),
-        "sharp": _preset(
-            "sharp",
-            {"enable_bm25_channel": True, "enable_diversity": False},
-            {"fusion_rrf_k": 5, "fusion_keyword_weight": 1.5},
-        ),
+        "memory": _MEMORY,
+        "sharp": _MEMORY,
         "graph_heavy": _preset(
             "graph_heavy",
             vectorcypher={
