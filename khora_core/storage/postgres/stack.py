@@ -159,8 +159,12 @@ class PostgresNeo4jStack:
             await self._neo4j.delete_document(namespace_id, gone)
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
-        removed = await self.documents.delete_document_rows(namespace_id, document_id)
+        # The graph goes first: when either server is unreachable the call fails with the
+        # document still found in PostgreSQL, so the same forget (by id or external_id)
+        # retried after the outage finishes it. Rows first left a graph no retry by
+        # external_id could find (issue #38 item 2).
         graph_removed = await self._neo4j.delete_document(namespace_id, document_id)
+        removed = await self.documents.delete_document_rows(namespace_id, document_id)
         return bool(removed or graph_removed)
 
     async def delete_namespace(self, namespace_id: str) -> bool:
