@@ -211,7 +211,9 @@ class Khora:
         ``source_url``, ``external_id`` (re-remembering the same id replaces the old version),
         ``content_type`` (``text/plain`` or ``text/markdown``), ``source_timestamp``,
         ``tags``, ``source``. The same content twice in one namespace is stored once
-        (``RememberResult.duplicate``).
+        (``RememberResult.duplicate``). ``dedup=False`` (with an ``external_id``) keys the
+        document by its ``external_id`` instead: identical content under another external id
+        is a document of its own, as in a vector store keyed by id.
 
         Raises:
             InvalidInputError: empty content (``ContentTooLargeError``,

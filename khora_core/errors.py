@@ -15,6 +15,7 @@ caller can do about it::
     ├── RecallFilterUnsupportedError    the backend cannot enforce a predicate
     ├── StorageError                    a backend failed
     │   └── StorageUnavailableError     the server is unreachable; retry later
+    ├── PartialWriteError               some documents of a write were stored; ``.stored`` / ``.failed``
     ├── ExtractionError                 the LLM extraction failed; the chunk is kept and flagged
     ├── LLMError                        an LLM call failed
     │   └── RetryableError              transient; safe to retry
@@ -38,6 +39,7 @@ __all__ = [
     "MissingExtraError",
     "NamespaceNotFoundError",
     "NotFoundError",
+    "PartialWriteError",
     "RateLimitError",
     "RecallFilterUnsupportedError",
     "RecallFilterValidationError",
@@ -132,6 +134,24 @@ class StorageUnavailableError(StorageError):
     def __init__(self, message: str, *, setting: str | None = None) -> None:
         super().__init__(message)
         self.setting = setting
+
+
+class PartialWriteError(KhoraError):
+    """A write of several documents stored some of them and not the others.
+
+    Raised by the vector-store adapters, whose ``add_*`` methods return only ids; the
+    items are validated before anything is written, so this happens only when the store
+    fails part-way (an unreachable server, a concurrent delete of the namespace).
+
+    Attributes:
+        stored: ``{input index: id}`` of the items that were stored.
+        failed: ``{input index: KhoraError}`` of the items that were not.
+    """
+
+    def __init__(self, message: str, *, stored: dict[int, str], failed: dict[int, KhoraError]) -> None:
+        super().__init__(message)
+        self.stored = dict(stored)
+        self.failed = dict(failed)
 
 
 class ExtractionError(KhoraError):

@@ -21,7 +21,11 @@ Rules (all violations raise ``InvalidInputError`` or a subclass, before anything
   Unicode without NUL characters (:func:`check_text`): a lone surrogate cannot be encoded
   as UTF-8 and PostgreSQL cannot store NUL, so both are refused on every stack alike;
 * dates must lie between :data:`MIN_DATE` and :data:`MAX_DATE`, which every stack stores
-  as they are and date arithmetic can move a little in either direction.
+  as they are and date arithmetic can move a little in either direction;
+* ``dedup`` is a bool (True by default). ``dedup=False`` keys the document by its
+  ``external_id`` instead of its content, so it needs one: identical content under two
+  external ids is then two documents (what a vector store keyed by id expects), see
+  :func:`khora_core.ingest.dedup.item_document_id`.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ REMEMBER_FIELDS = frozenset(
         "source_timestamp",
         "tags",
         "source",
+        "dedup",
     }
 )
 
@@ -100,6 +105,8 @@ class RememberInput:
     external_id: str | None = None
     source: str | None = None
     tags: list[str] = field(default_factory=list)
+    #: False: the document is keyed by ``external_id``, not by its content (no content dedup).
+    dedup: bool = True
 
 
 def normalise_content_type(value: str | None) -> str:
@@ -276,6 +283,13 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
         if value is not None and not isinstance(value, str):
             raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
         strings[name] = None if value is None else check_text(value, name)
+    dedup = kwargs.get("dedup", True)
+    if not isinstance(dedup, bool):
+        raise InvalidInputError(f"dedup must be True or False, got {dedup!r}")
+    if not dedup and not strings["external_id"]:
+        raise InvalidInputError(
+            "dedup=False keys the document by its external_id: pass external_id (a non-empty string)"
+        )
     return RememberInput(
         content=content,
         content_type=content_type,
@@ -285,5 +299,6 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
         occurred_at=occurred_at,
         source_timestamp=to_utc(kwargs.get("source_timestamp"), "source_timestamp"),
         tags=list(dict.fromkeys(t.strip() for t in tags if t.strip())),
+        dedup=dedup,
         **strings,
     )

@@ -50,7 +50,7 @@ from khora_core.embedding.base import Embedder
 from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError, StorageUnavailableError
 from khora_core.ingest.candidates import candidate_names
 from khora_core.ingest.chunking import TextSpan, chunk_context, chunk_text
-from khora_core.ingest.dedup import content_hash, document_id, settle_stored
+from khora_core.ingest.dedup import content_hash, item_document_id, settle_stored
 from khora_core.ingest.extract_base import ChunkExtraction, Extractor
 from khora_core.ingest.graph_build import (
     assemble_graph,
@@ -120,6 +120,7 @@ class IngestPipeline:
         source_timestamp: datetime | str | None = None,
         tags: Sequence[str] | None = None,
         source: str | None = None,
+        dedup: bool = True,
     ) -> RememberResult:
         """Store one document (see :mod:`khora_core.ingest.inputs` for the input rules).
 
@@ -150,6 +151,7 @@ class IngestPipeline:
                 source_timestamp=source_timestamp,
                 tags=tags,
                 source=source,
+                dedup=dedup,
             ),
             namespace_id,
         )
@@ -221,7 +223,7 @@ class IngestPipeline:
             index=index,
             inp=inp,
             hash=digest,
-            document_id=document_id(namespace_id, digest),
+            document_id=item_document_id(namespace_id, inp, digest),
             created_at=datetime.now(timezone.utc),
         )
 
@@ -246,17 +248,18 @@ class IngestPipeline:
             work.spans, work.vectors, work.extractions = [], [], {}
             work.candidates, work.stored, work.graph = [], [], None
 
-        # Duplicates inside the batch wait for the first copy; same external_id runs in order.
-        first_by_hash: dict[str, WorkItem] = {}
+        # Duplicates inside the batch (same document id: same content, or with dedup=False
+        # the same input) wait for the first copy; same external_id runs in order.
+        first_by_id: dict[str, WorkItem] = {}
         last_by_external: dict[str, WorkItem] = {}
         live: list[WorkItem] = []
         followers: list[tuple[WorkItem, WorkItem]] = []
         for work in works:
-            original = first_by_hash.get(work.hash)
+            original = first_by_id.get(work.document_id)
             if original is not None:
                 followers.append((work, original))
                 continue
-            first_by_hash[work.hash] = work
+            first_by_id[work.document_id] = work
             if work.inp.external_id:
                 previous = last_by_external.get(work.inp.external_id)
                 work.after = previous.done if previous else None

@@ -67,15 +67,16 @@ async def _write_one(
 
 
 async def _stored_meanwhile(stack: StorageStack, work: WorkItem, namespace_id: str) -> RememberResult | None:
-    """A concurrent call that remembered the same content first owns the document id (it
-    is derived from the content), so this write collides with it: report a duplicate."""
+    """A concurrent call that remembered the same document first owns its id (derived from
+    the content, or with ``dedup=False`` from the whole input), so this write collides with
+    it: report a duplicate."""
     try:
-        existing = await stack.documents.find_document_by_hash(namespace_id, work.hash)
+        existing = await stack.documents.get_documents(namespace_id, [work.document_id])
     except Exception:
         return None
-    if existing is None or existing.id != work.document_id:
+    if not existing:
         return None
-    return RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True)
+    return RememberResult(document_id=work.document_id, namespace_id=namespace_id, duplicate=True)
 
 
 async def _batch(

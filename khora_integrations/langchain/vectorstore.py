@@ -21,7 +21,7 @@ from khora_integrations._bridge import (
     best_documents,
     documents_by_ids,
     forget_ids,
-    store_text,
+    store_texts,
 )
 from khora_integrations.langchain.embeddings import KhoraEmbeddings
 from khora_integrations.langchain.filters import pgvector_to_recall_filter
@@ -130,20 +130,8 @@ class KhoraVectorStore(VectorStore):
         metadatas: list[dict[str, Any]] | None,
         ids: Sequence[str | None] | None,
     ) -> list[str]:
-        if metadatas is not None and len(metadatas) != len(texts):
-            raise InvalidInputError(f"got {len(texts)} texts but {len(metadatas)} metadatas")
-        if ids is not None and len(ids) != len(texts):
-            raise InvalidInputError(f"got {len(texts)} texts but {len(ids)} ids")
         await self._ensure_namespace(kb, create=True)
-        out: list[str] = []
-        for i, text in enumerate(texts):
-            given = ids[i] if ids is not None else None
-            metadata = dict(metadatas[i]) if metadatas is not None else {}
-            # One at a time, in order: a later copy of an id must replace an earlier one.
-            out.append(
-                await store_text(kb, self.namespace, text, metadata, None if given is None else str(given))
-            )
-        return out
+        return await store_texts(kb, self.namespace, texts, metadatas, ids)
 
     def add_texts(
         self,
@@ -162,9 +150,11 @@ class KhoraVectorStore(VectorStore):
                 ``source_url`` and ``title`` are also set as Khora's system fields.
             ids: one id per text (``None`` entries get a UUID); an existing id is replaced.
 
-        Khora stores identical text once per namespace: a text already stored is not
-        stored again. Without an id you get the stored document's id back; with the same
-        id its metadata is updated; with another id ``InvalidInputError`` is raised.
+        One entry per id, as in PGVector: identical texts under different ids are separate
+        documents (``Khora.remember``'s content dedup does not apply here), and an id given
+        twice keeps its last text and metadata. Every item is checked before anything is
+        written: bad input raises ``InvalidInputError`` and stores nothing; a store failing
+        part-way raises ``PartialWriteError``, which lists the ids stored and the ones not.
         """
         items = list(texts)
         return self._ref.call(lambda kb: self._add(kb, items, metadatas, ids))

@@ -214,19 +214,35 @@ async def test_an_async_khora_on_the_callers_loop(kb: Khora, namespace: str):
     assert docs[0].metadata["external_id"] == "hopper"
 
 
-def test_identical_text_maps_onto_ids(lc_kb, fresh_namespace):
-    """Khora keeps identical text once per namespace; the store maps that onto ids."""
+def test_one_entry_per_id_like_pgvector(lc_kb, fresh_namespace):
+    """Identical texts under different ids are separate entries; an id added again replaces."""
     store = KhoraVectorStore(lc_kb, namespace=fresh_namespace)
-    assert store.add_texts(["Same words."], [{"v": 1}], ids=["one"]) == ["one"]
-    # without an id the stored document answers
-    assert store.add_texts(["Same words."]) == ["one"]
-    # the same id with new metadata replaces it
-    store.add_texts(["Same words."], [{"v": 2}], ids=["one"])
-    assert store.get_by_ids(["one"]) == [Document(id="one", page_content="Same words.", metadata={"v": 2})]
-    # another id for the same text is refused, loudly
-    with pytest.raises(InvalidInputError, match="identical"):
-        store.add_texts(["Same words."], ids=["two"])
-    assert store.get_by_ids(["two"]) == []
+    ids = store.add_texts(["Seals eat fish."] * 2, metadatas=[{"src": "a"}, {"src": "b"}])
+    assert len(set(ids)) == 2
+    assert [d.metadata for d in store.get_by_ids(ids)] == [{"src": "a"}, {"src": "b"}]
+    # a text splitter's repeated boilerplate: the fourth text equals the second
+    docs = [
+        Document(id=f"p{i}", page_content=text, metadata={"i": i})
+        for i, text in enumerate(["Intro.", "Boilerplate footer.", "Body.", "Boilerplate footer."])
+    ]
+    assert store.add_documents(docs) == ["p0", "p1", "p2", "p3"]
+    assert store.get_by_ids(["p0", "p1", "p2", "p3"]) == docs
+    found = store.similarity_search("Boilerplate footer.", k=2)
+    assert sorted(d.id for d in found) == ["p1", "p3"]
+    # the same id with new metadata replaces it; the same input again changes nothing
+    store.add_texts(["Boilerplate footer."], [{"i": 9}], ids=["p1"])
+    store.add_texts(["Intro."], [{"i": 0}], ids=["p0"])
+    assert [d.metadata for d in store.get_by_ids(["p0", "p1", "p3"])] == [{"i": 0}, {"i": 9}, {"i": 3}]
+    assert lc_kb.stats(fresh_namespace).documents == 6
+
+
+def test_a_bad_item_stores_nothing_of_the_batch(lc_kb, fresh_namespace):
+    store = KhoraVectorStore(lc_kb, namespace=fresh_namespace)
+    with pytest.raises(InvalidInputError, match=r"item 2 \(id 'c'\).*nothing was stored"):
+        store.add_texts(["One.", "Two.", "Three."], [{}, {}, {"x": float("nan")}], ids=["a", "b", "c"])
+    assert store.get_by_ids(["a", "b", "c"]) == []
+    with pytest.raises(InvalidInputError, match="2 texts but 1 ids"):
+        store.add_texts(["One.", "Two."], ids=["a"])
 
 
 def test_a_store_and_a_retriever_that_open_their_own_khora(tmp_path):

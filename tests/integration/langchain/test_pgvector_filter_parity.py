@@ -128,6 +128,7 @@ def _ids(store: Any, filter_: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.postgres
+@pytest.mark.reference_pgvector
 @pytest.mark.parametrize("filter_", CASES, ids=[str(c) for c in CASES])
 def test_khora_selects_what_pgvector_selects(
     pgvector: Any, khora_store: Any, filter_: dict[str, Any]
@@ -136,6 +137,8 @@ def test_khora_selects_what_pgvector_selects(
     assert _ids(khora_store, filter_) == expected
 
 
+@pytest.mark.postgres
+@pytest.mark.reference_pgvector
 def test_the_cases_tell_the_semantics_apart(pgvector: Any) -> None:
     """The data exercises what differed: $ne/$nin on missing keys, $in text matching."""
     assert _ids(pgvector, {"n": {"$ne": 5}}) == ["d01", "d03", "d05", "d06", "d08", "d09", "d10", "d11"]
@@ -156,6 +159,8 @@ def test_any_stored_key_is_filterable(khora_store: Any, filter_: dict[str, Any],
     assert _ids(khora_store, filter_) == expected
 
 
+@pytest.mark.postgres
+@pytest.mark.reference_pgvector
 def test_known_difference_numbers_in_in_compare_by_value(pgvector: Any, khora_store: Any) -> None:
     """Documented in docs/integrations.md: PGVector compares ``$in`` members as text, so
     ``5`` misses a stored ``5.0``; Khora compares numbers by value and finds it."""
