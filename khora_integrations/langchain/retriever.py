@@ -67,6 +67,8 @@ class KhoraRetriever(BaseRetriever):
         kb: a ``Khora`` or ``KhoraSync``; when omitted one is built from ``config`` (or
             the environment) and opened on first use.
         config: the ``KhoraConfig`` for a Khora the retriever owns.
+        preset: the read-path preset of a Khora the retriever owns (``"memory"`` for chat
+            and agent memory; see ``khora_core.retrieval.presets``).
         namespace: the namespace id to recall from; when omitted, ``"langchain"`` (where
             ``KhoraVectorStore`` writes by default), created on first use. A namespace you
             name must exist (``NamespaceNotFoundError`` otherwise).
@@ -82,6 +84,7 @@ class KhoraRetriever(BaseRetriever):
 
     kb: Khora | KhoraSync | None = None
     config: KhoraConfig | None = None
+    preset: str | None = None
     namespace: str = DEFAULT_NAMESPACE
     k: int = Field(default=4, ge=1)
     mode: SearchMode = SearchMode.HYBRID
@@ -93,7 +96,7 @@ class KhoraRetriever(BaseRetriever):
     _create_namespace: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any, /) -> None:
-        self._ref = KhoraRef(self.kb, config=self.config)
+        self._ref = KhoraRef(self.kb, config=self.config, preset=self.preset)
         self._create_namespace = "namespace" not in self.model_fields_set
 
     def close(self) -> None:

@@ -110,6 +110,8 @@ class KhoraStore(BaseStore):
         config: see ``Khora``.
         url: see ``Khora``.
         data_dir: see ``Khora``.
+        preset: the read-path preset of a Khora the store owns (``"memory"`` suits agent
+            memory; see ``khora_core.retrieval.presets``).
 
     Raises:
         ConfigError: a bad ``index``, ``prefix``, or ``kb`` combined with arguments to
@@ -130,6 +132,7 @@ class KhoraStore(BaseStore):
         config: KhoraConfig | None = None,
         url: str | None = None,
         data_dir: str | None = None,
+        preset: str | None = None,
     ) -> None:
         if index is not None and not isinstance(index, Mapping):
             raise ConfigError(f"index must be a dict (LangGraph's IndexConfig), got {type(index).__name__}")
@@ -155,6 +158,7 @@ class KhoraStore(BaseStore):
             url=url,
             data_dir=data_dir,
             embedder=ensure_embeddings(embed) if embed is not None else None,
+            preset=preset,
         )
         self.index_config = {**dict(index or {}), "fields": fields}
         self.fields = fields
