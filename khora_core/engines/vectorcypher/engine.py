@@ -17,7 +17,11 @@ if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
     from khora_core.llm.client import LLMClient
 
-__all__ = ["VectorCypherEngine"]
+__all__ = ["SETTLE_AFTER_CHUNKS", "VectorCypherEngine"]
+
+#: A ``remember_batch`` that stores at least this many new chunks settles the stack after
+#: it (``VectorCypherEngine.settle``); smaller batches leave it to the servers' own rounds.
+SETTLE_AFTER_CHUNKS = 1000
 
 
 class VectorCypherEngine:
@@ -30,6 +34,8 @@ class VectorCypherEngine:
         llm: an ``LLMClient``; built from ``config.llm`` when a model is configured.
         extractor: an entity extractor; the LLM extractor when an LLM is configured,
             otherwise the offline extractor.
+        settle_after_chunks: a ``remember_batch`` storing at least this many new chunks
+            ends with ``settle()``; 0 never settles on its own.
     """
 
     name = "vectorcypher"
@@ -42,11 +48,15 @@ class VectorCypherEngine:
         config: KhoraConfig,
         llm: LLMClient | None = None,
         extractor: Any = None,
+        settle_after_chunks: int = SETTLE_AFTER_CHUNKS,
     ) -> None:
         from khora_core.ingest.pipeline import IngestPipeline
         from khora_core.retrieval.pipeline import RecallPipeline
 
         self.stack = stack
+        self.settle_after_chunks = int(settle_after_chunks)
+        #: What the last ``settle()`` did (seconds per step), empty before the first.
+        self.last_settle: dict[str, Any] = {}
         self.embedder = embedder
         self.config = config
         if llm is None and config.llm.model:
@@ -81,9 +91,26 @@ class VectorCypherEngine:
         progress: bool = False,
     ) -> Any:
         with self._writing(namespace_id):
-            return await self.ingest.remember_batch(
+            results = await self.ingest.remember_batch(
                 items, namespace_id=namespace_id, concurrency=concurrency, progress=progress
             )
+        stored = sum(len(r.chunk_ids) for r in results if isinstance(r, RememberResult) and not r.duplicate)
+        if self.settle_after_chunks > 0 and stored >= self.settle_after_chunks:
+            await self.settle()
+        return results
+
+    async def settle(self) -> dict[str, Any]:
+        """Bring the stack to steady reads after a large write (a stack without background
+        work, the embedded one, does nothing). Returns seconds per step."""
+        settle = getattr(self.stack, "settle", None)
+        self.last_settle = dict(await settle()) if settle is not None else {}
+        return self.last_settle
+
+    async def unsettled(self) -> list[str]:
+        """Background work the stack's servers still have from recent writes; empty when
+        reads should be steady (always, on a stack without servers)."""
+        unsettled = getattr(self.stack, "unsettled", None)
+        return list(await unsettled()) if unsettled is not None else []
 
     async def recall(
         self,

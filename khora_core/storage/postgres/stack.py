@@ -172,6 +172,32 @@ class PostgresNeo4jStack:
         await self._neo4j.delete_namespace(namespace_id)
         return bool(removed)
 
+    async def settle(self, *, timeout_s: float = 300.0) -> dict[str, Any]:
+        """Bring both servers to steady reads after a large write: ``VACUUM (ANALYZE)`` of
+        Khora's tables (``postgres/settle.py``), then Neo4j's indexes online, outdated index
+        samples refreshed and cached plans dropped (``neo4j/settle.py``). Seconds per step."""
+        from khora_core.storage.neo4j.settle import settle as settle_neo4j
+        from khora_core.storage.postgres.settle import settle as settle_postgres
+
+        report = await settle_postgres(self.documents.pool)
+        report.update(
+            await settle_neo4j(self._driver, database=self.config.neo4j_database, timeout_s=timeout_s)
+        )
+        return report
+
+    async def unsettled(self) -> list[str]:
+        """Background work the servers still have from recent writes (tables autovacuum
+        would analyze, Neo4j indexes not online); empty when reads should be steady."""
+        from khora_core.storage.neo4j.settle import pending_indexes
+        from khora_core.storage.postgres.settle import unanalyzed_tables
+
+        pending = [f"PostgreSQL: {t}" for t in await unanalyzed_tables(self.documents.pool)]
+        pending += [
+            f"Neo4j index {i}"
+            for i in await pending_indexes(self._driver, database=self.config.neo4j_database)
+        ]
+        return pending
+
     async def stats(self, namespace_id: str) -> NamespaceStats:
         return NamespaceStats(
             namespace_id=namespace_id,
