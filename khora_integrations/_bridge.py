@@ -25,7 +25,13 @@ import numpy as np
 
 from khora_core.client import Khora, KhoraSync
 from khora_core.config import KhoraConfig
-from khora_core.errors import ConfigError, InvalidInputError, KhoraAbstention
+from khora_core.errors import (
+    ConfigError,
+    InvalidInputError,
+    KhoraAbstention,
+    KhoraError,
+    NamespaceNotFoundError,
+)
 from khora_core.models import (
     SYSTEM_DATE_KEYS,
     SYSTEM_STRING_KEYS,
@@ -50,6 +56,7 @@ __all__ = [
     "documents_by_ids",
     "forget_ids",
     "jsonable",
+    "namespace_hint",
     "store_texts",
 ]
 
@@ -157,6 +164,32 @@ class KhoraRef:
         """Async twin of ``close``."""
         if self.owned:
             await asyncio.to_thread(self.close)
+
+
+async def namespace_hint(kb: Khora, namespace: str, exc: NamespaceNotFoundError) -> NamespaceNotFoundError:
+    """The error to raise when ``namespace`` is not a namespace id: ``exc`` itself, or, when
+    ``namespace`` is the *name* of a namespace (``create_namespace("team")`` gives the name
+    ``"team"`` and a random id), a ``NamespaceNotFoundError`` that shows the id to pass.
+
+    Namespaces are addressed by id everywhere and names are not unique, so a name is never
+    taken for an id silently.
+    """
+    try:
+        named = [ns.namespace_id for ns in await kb.list_namespaces() if ns.name == namespace]
+    except KhoraError:
+        return exc
+    if not named:
+        return exc
+    which = (
+        f"namespace {named[0]!r} is"
+        if len(named) == 1
+        else f"namespaces {', '.join(repr(n) for n in named)} are"
+    )
+    return NamespaceNotFoundError(
+        f"No namespace has the id {namespace!r}, but {which} named {namespace!r}. Namespaces are "
+        f"addressed by id: pass namespace={named[0]!r}, or create one with that id "
+        f"(create_namespace(namespace_id={namespace!r}))."
+    )
 
 
 def apply_abstention_policy(result: RecallResult, policy: str) -> tuple[bool, dict[str, Any]]:

@@ -16,9 +16,9 @@ from pydantic import Field, PrivateAttr
 
 from khora_core.client import Khora, KhoraSync
 from khora_core.config import KhoraConfig
-from khora_core.errors import InvalidInputError
+from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from khora_core.models import RecallResult, SearchMode
-from khora_integrations._bridge import KhoraRef, apply_abstention_policy, chunk_metadata
+from khora_integrations._bridge import KhoraRef, apply_abstention_policy, chunk_metadata, namespace_hint
 from khora_integrations.langchain.filters import pgvector_to_recall_filter
 
 __all__ = ["ABSTENTION_EVENT", "DEFAULT_NAMESPACE", "KhoraRetriever"]
@@ -124,14 +124,17 @@ class KhoraRetriever(BaseRetriever):
         if self._create_namespace:  # the default namespace: created on first use
             await kb.create_namespace(self.namespace, namespace_id=self.namespace)
             self._create_namespace = False
-        return await kb.recall(
-            query,
-            namespace=self.namespace,
-            limit=opts["k"],
-            mode=opts["mode"],
-            min_similarity=opts["min_similarity"],
-            filter=opts["filter"],
-        )
+        try:
+            return await kb.recall(
+                query,
+                namespace=self.namespace,
+                limit=opts["k"],
+                mode=opts["mode"],
+                min_similarity=opts["min_similarity"],
+                filter=opts["filter"],
+            )
+        except NamespaceNotFoundError as exc:  # the namespace's name given: show its id
+            raise await namespace_hint(kb, self.namespace, exc) from exc
 
     def _event(self, result: RecallResult, opts: dict[str, Any]) -> dict[str, Any] | None:
         if not result.should_abstain:

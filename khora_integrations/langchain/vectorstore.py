@@ -21,6 +21,7 @@ from khora_integrations._bridge import (
     best_documents,
     documents_by_ids,
     forget_ids,
+    namespace_hint,
     store_texts,
 )
 from khora_integrations.langchain.embeddings import KhoraEmbeddings
@@ -60,7 +61,9 @@ class KhoraVectorStore(VectorStore):
     Args:
         kb: a ``Khora`` or ``KhoraSync``; when omitted the store builds (and owns) one from
             ``url``/``config``/``data_dir`` with ``embedding`` as its embedder.
-        namespace: the namespace id; created on first write when missing.
+        namespace: the namespace id; created on first write when missing. A namespace's
+            name is not its id: when ``namespace`` is only the name of a namespace, reads
+            and writes raise ``NamespaceNotFoundError`` showing the id to pass.
         embedding: any LangChain ``Embeddings`` for a store that builds its own Khora; the
             configured sentence-transformers model when omitted.
         url: see ``Khora``.
@@ -109,13 +112,15 @@ class KhoraVectorStore(VectorStore):
     async def _ensure_namespace(self, kb: Khora, *, create: bool) -> bool:
         if self._namespace_exists:
             return True
-        if create:
-            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
-        else:
-            try:
-                await kb.get_namespace(self.namespace)
-            except NamespaceNotFoundError:
+        try:
+            await kb.get_namespace(self.namespace)
+        except NamespaceNotFoundError as exc:
+            hinted = await namespace_hint(kb, self.namespace, exc)
+            if hinted is not exc:  # a namespace's name, not its id: say which id to pass
+                raise hinted from exc
+            if not create:
                 return False
+            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
         self._namespace_exists = True
         return True
 

@@ -10,9 +10,15 @@ from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle
 
 from khora_core.client import Khora, KhoraSync
 from khora_core.config import KhoraConfig
-from khora_core.errors import InvalidInputError
+from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from khora_core.models import RecallResult, SearchMode
-from khora_integrations._bridge import ABSTAIN_POLICIES, KhoraRef, apply_abstention_policy, chunk_metadata
+from khora_integrations._bridge import (
+    ABSTAIN_POLICIES,
+    KhoraRef,
+    apply_abstention_policy,
+    chunk_metadata,
+    namespace_hint,
+)
 from khora_integrations.llama_index.events import KhoraAbstentionEvent, dispatcher
 from khora_integrations.llama_index.filters import to_recall_filter
 
@@ -147,14 +153,17 @@ class KhoraRetriever(BaseRetriever):
         if self._create_namespace:  # the default namespace: created on first use
             await kb.create_namespace(self.namespace, namespace_id=self.namespace)
             self._create_namespace = False
-        return await kb.recall(
-            query,
-            namespace=self.namespace,
-            limit=self.similarity_top_k,
-            mode=self.mode,
-            min_similarity=self.min_similarity,
-            filter=self.filters,
-        )
+        try:
+            return await kb.recall(
+                query,
+                namespace=self.namespace,
+                limit=self.similarity_top_k,
+                mode=self.mode,
+                min_similarity=self.min_similarity,
+                filter=self.filters,
+            )
+        except NamespaceNotFoundError as exc:  # the namespace's name given: show its id
+            raise await namespace_hint(kb, self.namespace, exc) from exc
 
     def _event(self, result: RecallResult) -> KhoraAbstentionEvent | None:
         if not result.should_abstain:

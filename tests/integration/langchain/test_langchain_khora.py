@@ -3,6 +3,7 @@ filters, the vector store beyond the standard suite, the memory tools and LCEL u
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -14,7 +15,12 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 
 from khora_core import Khora, KhoraConfig, KhoraSync
-from khora_core.errors import InvalidInputError, KhoraAbstention, RecallFilterUnsupportedError
+from khora_core.errors import (
+    InvalidInputError,
+    KhoraAbstention,
+    NamespaceNotFoundError,
+    RecallFilterUnsupportedError,
+)
 from khora_core.filters import RecallFilter
 from khora_integrations.langchain import (
     ABSTENTION_EVENT,
@@ -298,3 +304,25 @@ async def test_memory_tools_async(lc_kb: KhoraSync, fresh_namespace):
     assert "Memory is empty" in await recall.ainvoke({"query": "anything"})
     await remember.ainvoke({"content": "Standup moved to 9:30 on Mondays."})
     assert "9:30" in await recall.ainvoke({"query": "When is standup?"})
+
+
+def test_a_namespace_name_is_answered_with_its_id(lc_kb):
+    """A name is not an id; where one is given, the error shows the id to pass."""
+    name = f"team-{uuid.uuid4().hex[:8]}"
+    ns = lc_kb.create_namespace(name).namespace_id
+    try:
+        assert ns != name
+        store = KhoraVectorStore(lc_kb, namespace=name)
+        for call in (
+            lambda: KhoraRetriever(kb=lc_kb, namespace=name).invoke("anything"),
+            lambda: store.similarity_search("anything"),
+            lambda: store.add_texts(["A note for the team."]),
+        ):
+            with pytest.raises(NamespaceNotFoundError, match=f"pass namespace='{ns}'"):
+                call()
+        assert [n.namespace_id for n in lc_kb.list_namespaces() if n.name == name] == [ns]
+        # by its id, it works
+        KhoraVectorStore(lc_kb, namespace=ns).add_texts(["A note for the team."], ids=["n1"])
+        assert [d.id for d in KhoraVectorStore(lc_kb, namespace=ns).similarity_search("note")] == ["n1"]
+    finally:
+        lc_kb.delete_namespace(ns)

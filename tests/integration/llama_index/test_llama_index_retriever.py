@@ -5,6 +5,8 @@ and their instrumentation event, ``MetadataFilters``, and use inside a query eng
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
@@ -12,7 +14,7 @@ from llama_index.core.schema import NodeRelationship
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from khora_core import KhoraSync
-from khora_core.errors import KhoraAbstention
+from khora_core.errors import KhoraAbstention, NamespaceNotFoundError
 from khora_integrations.llama_index import KhoraRetriever
 
 OFF_TOPIC = "What is a good recipe for sourdough bread with a crispy crust?"
@@ -88,3 +90,15 @@ def test_a_query_engine_answers_from_the_retrieved_chunks(li_kb, corpus):
     prompt = str(response)
     assert "Marie Curie discovered polonium and radium" in prompt and "topic: chemistry" in prompt
     assert "channel_scores" not in prompt and "abstention_signals" not in prompt
+
+
+def test_a_namespace_name_is_answered_with_its_id(li_kb: KhoraSync) -> None:
+    """A name is not an id; the error shows the id to pass."""
+    name = f"team-{uuid.uuid4().hex[:8]}"
+    ns = li_kb.create_namespace(name).namespace_id
+    try:
+        with pytest.raises(NamespaceNotFoundError, match=f"pass namespace='{ns}'"):
+            KhoraRetriever(li_kb, namespace=name).retrieve("anything")
+        assert KhoraRetriever(li_kb, namespace=ns).retrieve("anything") == []
+    finally:
+        li_kb.delete_namespace(ns)
