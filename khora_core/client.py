@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
+import math
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from khora_core.config import KhoraConfig, VectorCypherConfig
 from khora_core.errors import ConfigError, InvalidInputError, KhoraError, NamespaceNotFoundError
@@ -29,6 +31,49 @@ MAX_LIMIT = 10_000
 #: The largest ``offset`` of ``list_entities`` (the databases' 32-bit signed range).
 _MAX_OFFSET = 2**31 - 1
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _namespace_alias(method: _F) -> _F:
+    """Let ``method`` also take its ``namespace=`` argument by the deprecated ``namespace_id=``.
+
+    ``namespace=`` is the one name of the namespace argument across ``Khora`` and
+    ``KhoraSync``; ``namespace_id=`` still works and warns with a ``DeprecationWarning``.
+    Passing both raises ``InvalidInputError``.
+    """
+    where = method.__qualname__
+
+    def renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
+        if "namespace_id" not in kwargs:
+            return kwargs
+        if "namespace" in kwargs:
+            raise InvalidInputError(
+                f"{where}() got both namespace= and its deprecated alias namespace_id=; pass namespace= only"
+            )
+        # 1: here, 2: the wrapper below, 3: the caller.
+        warnings.warn(
+            f"{where}(namespace_id=...) is deprecated; pass namespace=... instead",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        kwargs = dict(kwargs)
+        kwargs["namespace"] = kwargs.pop("namespace_id")
+        return kwargs
+
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            return await method(*args, **renamed(kwargs))
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **renamed(kwargs))
+
+    return wrapper  # type: ignore[return-value]
+
 
 class Khora:
     """Khora's memory engine: ``remember``, ``recall``, ``forget`` over one storage stack.
@@ -39,6 +84,9 @@ class Khora:
             ns = await kb.create_namespace("notes")
             await kb.remember("Ada Lovelace worked with Charles Babbage.", namespace=ns.namespace_id)
             result = await kb.recall("Who did Ada work with?", namespace=ns.namespace_id)
+
+    Every method that works on a namespace takes its id as ``namespace`` (the older spelling
+    ``namespace_id=`` still works, with a ``DeprecationWarning``).
 
     Args:
         url: ``None`` for the embedded ``sqlite_lance`` store under ``KHORA_DATA_DIR``
@@ -53,6 +101,9 @@ class Khora:
             ``BaseEmbedding``; the configured sentence-transformers model when omitted.
         data_dir: the embedded store's folder; passing it (without ``url``) selects the
             embedded store even when ``KHORA_DATABASE_URL`` is set.
+        preset: a read-path preset by name (``"default"``, ``"memory"``, ...; see
+            ``khora_core.retrieval.presets``), for a config built here; with ``config=``,
+            set ``KhoraConfig(preset=...)`` instead.
 
     Raises:
         ConfigError: an unknown engine, a bad URL, a wrong password or a missing
@@ -69,8 +120,18 @@ class Khora:
         config: KhoraConfig | None = None,
         embedder: Any = None,
         data_dir: str | None = None,
+        preset: str | None = None,
     ) -> None:
         from khora_core.engines import ENGINES
+
+        if preset is not None and config is not None:
+            raise ConfigError(
+                "Pass the preset inside the config (KhoraConfig(preset=...)) or alone (Khora(preset=...)), "
+                "not both",
+                setting="preset",
+            )
+        if preset is not None:
+            config = KhoraConfig(preset=preset)
 
         if engine not in ENGINES:
             raise ConfigError(
@@ -153,29 +214,30 @@ class Khora:
         return str(self.engine.stack.name)
 
     # -- namespaces ----------------------------------------------------------------------
+    @_namespace_alias
     async def create_namespace(
         self,
         name: str | None = None,
         *,
-        namespace_id: str | None = None,
+        namespace: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Namespace:
         """Create a namespace (an isolated memory space) and return it.
 
         Args:
             name: a human label (optional, not unique).
-            namespace_id: a stable id of your choosing; a random UUID when omitted. Creating
+            namespace: a stable id of your choosing; a random UUID when omitted. Creating
                 an id that exists returns the existing namespace.
             metadata: free-form JSON metadata kept with the namespace.
         """
         docs = self.engine.stack.documents
-        if namespace_id is not None:
-            _check_namespace_id(namespace_id)
-            existing = await docs.get_namespace(namespace_id)
+        if namespace is not None:
+            _check_namespace_id(namespace)
+            existing = await docs.get_namespace(namespace)
             if existing is not None:
                 return existing
         ns = Namespace(
-            namespace_id=namespace_id or str(uuid.uuid4()),
+            namespace_id=namespace or str(uuid.uuid4()),
             name=name,
             created_at=datetime.now(timezone.utc),
             metadata=dict(metadata or {}),
@@ -187,22 +249,30 @@ class Khora:
         """All namespaces in this store."""
         return list(await self.engine.stack.documents.list_namespaces())
 
-    async def get_namespace(self, namespace_id: str) -> Namespace:
-        """Raises ``NamespaceNotFoundError`` when it does not exist, ``InvalidInputError``
-        when ``namespace_id`` is not a valid id."""
-        _check_namespace_id(namespace_id)
-        ns = await self.engine.stack.documents.get_namespace(namespace_id)
+    @_namespace_alias
+    async def get_namespace(self, namespace: str) -> Namespace:
+        """The namespace with id ``namespace``.
+
+        Raises:
+            NamespaceNotFoundError: it does not exist.
+            InvalidInputError: ``namespace`` is not a valid id.
+        """
+        _check_namespace_id(namespace)
+        ns = await self.engine.stack.documents.get_namespace(namespace)
         if ns is None:
             raise NamespaceNotFoundError(
-                f"Namespace {namespace_id!r} does not exist. Create it with create_namespace()."
+                f"Namespace {namespace!r} does not exist. Create it with create_namespace()."
             )
         return ns
 
-    async def delete_namespace(self, namespace_id: str) -> bool:
+    @_namespace_alias
+    async def delete_namespace(self, namespace: str) -> bool:
         """Delete a namespace and everything in it. Returns False when it did not exist."""
-        return await self.engine.delete_namespace(namespace_id)
+        _check_namespace_id(namespace)
+        return await self.engine.delete_namespace(namespace)
 
     # -- write ---------------------------------------------------------------------------
+    @_namespace_alias
     async def remember(self, content: str, *, namespace: str, **kwargs: Any) -> RememberResult:
         """Store ``content`` in ``namespace``: chunk, embed, extract entities, link the graph.
 
@@ -230,6 +300,7 @@ class Khora:
         await self.get_namespace(namespace)
         return await self.engine.remember(content, namespace_id=namespace, **kwargs)
 
+    @_namespace_alias
     async def remember_batch(
         self,
         items: Sequence[Mapping[str, Any] | str],
@@ -265,6 +336,26 @@ class Khora:
             normalised, namespace_id=namespace, concurrency=concurrency, progress=progress
         )
 
+    async def settle(self) -> dict[str, Any]:
+        """Bring the storage servers to steady reads after a large write, using what they
+        offer: on PostgreSQL + Neo4j, ``VACUUM (ANALYZE)`` of Khora's tables, Neo4j's
+        indexes awaited online, outdated index samples refreshed and cached query plans
+        dropped. ``remember_batch`` calls it itself after storing 1,000 chunks or more
+        (``engine_kwargs={"settle_after_chunks": N}`` changes that; 0 turns it off).
+        Nothing to do on the embedded store. Affects every namespace on those servers.
+
+        Returns:
+            Seconds per step (empty on the embedded store).
+        """
+        return dict(await self.engine.settle())
+
+    async def unsettled(self) -> list[str]:
+        """What the storage servers still have to do after recent writes before recall
+        latency is steady (tables autovacuum would analyze, Neo4j indexes still
+        populating), one line each; empty when there is nothing (always, embedded)."""
+        return list(await self.engine.unsettled())
+
+    @_namespace_alias
     async def forget(
         self, document_id: str | None = None, *, namespace: str, external_id: str | None = None
     ) -> bool:
@@ -280,6 +371,7 @@ class Khora:
         )
 
     # -- read ----------------------------------------------------------------------------
+    @_namespace_alias
     async def recall(
         self,
         query: str,
@@ -300,7 +392,8 @@ class Khora:
             namespace: the namespace id.
             limit: the most chunks to return.
             mode: which channels run (``SearchMode``).
-            min_similarity: raw cosine cutoff on the vector channel (before normalisation).
+            min_similarity: raw cosine cutoff on the vector channel (before normalisation),
+                from -1 to 1.
             filter: a ``RecallFilter`` or dict; a hard gate on system fields and metadata.
             start_time: deprecated; a window over ``COALESCE(source_timestamp, created_at)``.
             end_time: deprecated; see ``start_time``.
@@ -308,8 +401,10 @@ class Khora:
                 to the newest ``occurred_at`` in the namespace.
 
         Raises:
+            InvalidInputError: bad arguments (an empty query, a limit, mode, namespace id,
+                ``min_similarity`` or date out of range, ``filter`` combined with
+                ``start_time``/``end_time``), before any search.
             RecallFilterValidationError: the filter is malformed (before any search).
-            ValueError: ``filter`` combined with ``start_time``/``end_time``.
             NamespaceNotFoundError: the namespace does not exist.
         """
         from khora_core.filters import RecallFilter
@@ -317,7 +412,17 @@ class Khora:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("recall() needs a non-empty query string")
         _check_text(query, "the recall query")
+        _check_namespace_id(namespace)
         _check_count("limit", limit, 1)
+        if (
+            isinstance(min_similarity, bool)
+            or not isinstance(min_similarity, (int, float))
+            or math.isnan(min_similarity)
+            or not -1.0 <= min_similarity <= 1.0
+        ):
+            raise InvalidInputError(
+                f"min_similarity must be a number from -1 to 1, got {_short(min_similarity)}"
+            )
         try:
             mode = SearchMode(mode)
         except ValueError as exc:
@@ -328,7 +433,7 @@ class Khora:
         window = None
         if start_time is not None or end_time is not None:
             if parsed is not None:
-                raise ValueError(
+                raise InvalidInputError(
                     "recall(): filter= cannot be combined with the deprecated start_time/end_time; "
                     'use filter={"occurred_at": {"$gte": start, "$lt": end}} instead'
                 )
@@ -336,8 +441,11 @@ class Khora:
                 "recall(start_time=, end_time=) is deprecated: it windows COALESCE(source_timestamp, "
                 'created_at). Use filter={"occurred_at": {"$gte": ..., "$lt": ...}} instead.',
                 DeprecationWarning,
-                stacklevel=2,
+                stacklevel=3,  # 1: here, 2: the namespace-alias wrapper, 3: the caller
             )
+            for name, value in (("start_time", start_time), ("end_time", end_time)):
+                if value is not None:
+                    _check_date(name, value)
             window = (_aware(start_time), _aware(end_time))
         if now is not None:
             _check_date("now", now)
@@ -363,43 +471,47 @@ class Khora:
             raise
         return await recalling
 
+    @_namespace_alias
     async def stats(self, namespace: str) -> NamespaceStats:
         """Document, chunk, entity and relationship counts of a namespace."""
         await self.get_namespace(namespace)
         return await self.engine.stack.stats(namespace)
 
-    # -- entity reads (namespace_id= is required, keyword-only) ----------------------------
+    # -- entity reads (namespace= is required, keyword-only) -------------------------------
+    @_namespace_alias
     async def get_entity(
-        self, entity_id: str, *, namespace_id: str, include_sources: bool = False
+        self, entity_id: str, *, namespace: str, include_sources: bool = False
     ) -> EntityProjection | None:
         """One entity by id, or None."""
-        _check_namespace_id(namespace_id)
+        _check_namespace_id(namespace)
         return await self.engine.entities.get_entity(
-            entity_id, namespace_id=namespace_id, include_sources=include_sources
+            entity_id, namespace_id=namespace, include_sources=include_sources
         )
 
+    @_namespace_alias
     async def list_entities(
         self,
         *,
-        namespace_id: str,
+        namespace: str,
         offset: int = 0,
         limit: int = 100,
         type: str | None = None,
         include_sources: bool = False,
     ) -> list[EntityProjection]:
         """A page of entities, most mentioned first."""
-        _check_namespace_id(namespace_id)
+        _check_namespace_id(namespace)
         _check_count("offset", offset, 0, _MAX_OFFSET)
         _check_count("limit", limit, 1)
         return await self.engine.entities.list_entities(
-            namespace_id=namespace_id, offset=offset, limit=limit, type=type, include_sources=include_sources
+            namespace_id=namespace, offset=offset, limit=limit, type=type, include_sources=include_sources
         )
 
+    @_namespace_alias
     async def search_entities(
         self,
         query: str,
         *,
-        namespace_id: str,
+        namespace: str,
         limit: int = 10,
         method: str = "all",
         include_sources: bool = False,
@@ -408,32 +520,33 @@ class Khora:
 
         ``method`` is ``"exact"``, ``"fuzzy"``, ``"embedding"`` or ``"all"``.
         """
-        _check_namespace_id(namespace_id)
+        _check_namespace_id(namespace)
         if not isinstance(query, str):
             raise InvalidInputError(f"search_entities() needs a query string, got {type(query).__name__}")
         _check_text(query, "the entity query")
         _check_count("limit", limit, 1)
         return await self.engine.entities.search_entities(
-            query, namespace_id=namespace_id, limit=limit, method=method, include_sources=include_sources
+            query, namespace_id=namespace, limit=limit, method=method, include_sources=include_sources
         )
 
+    @_namespace_alias
     async def find_related_entities(
         self,
         entity_id: str,
         *,
-        namespace_id: str,
+        namespace: str,
         depth: int = 1,
         relationship_types: Sequence[str] | None = None,
         limit: int = 50,
         include_sources: bool = False,
     ) -> list[EntityProjection]:
         """Entities within ``depth`` hops of ``entity_id`` (optionally over some relationship types)."""
-        _check_namespace_id(namespace_id)
+        _check_namespace_id(namespace)
         _check_count("depth", depth, 1)
         _check_count("limit", limit, 1)
         return await self.engine.entities.find_related_entities(
             entity_id,
-            namespace_id=namespace_id,
+            namespace_id=namespace,
             depth=depth,
             relationship_types=relationship_types,
             limit=limit,
@@ -449,10 +562,17 @@ def _aware(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-def _check_namespace_id(namespace_id: str) -> None:
-    if not isinstance(namespace_id, str) or not namespace_id or len(namespace_id) > 200:
-        raise InvalidInputError("namespace_id must be a non-empty string of at most 200 characters")
-    _check_text(namespace_id, "namespace_id")
+def _check_namespace_id(namespace: str) -> None:
+    if not isinstance(namespace, str) or not namespace or len(namespace) > 200:
+        raise InvalidInputError(
+            f"namespace must be a non-empty string of at most 200 characters, got {_short(namespace)}"
+        )
+    _check_text(namespace, "the namespace id")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_text(value: str, what: str) -> None:
@@ -483,41 +603,48 @@ def _check_date(name: str, value: datetime) -> None:
         )
 
 
-_SYNC_METHODS = (
-    "create_namespace",
-    "list_namespaces",
-    "get_namespace",
-    "delete_namespace",
-    "remember",
-    "remember_batch",
-    "recall",
-    "forget",
-    "stats",
-    "get_entity",
-    "list_entities",
-    "search_entities",
-    "find_related_entities",
-)
-
-
 class KhoraSync:
     """The sync twin of ``Khora`` for scripts and notebooks; same arguments, same results.
 
-    Every method runs the async one through ``khora_core.sync.run_sync``::
+    Each method runs its ``Khora`` counterpart through ``khora_core.sync.run_sync`` (one
+    private event loop in a background thread, so it also works inside Jupyter)::
 
         with KhoraSync() as kb:
             ns = kb.create_namespace("notes")
             kb.remember("...", namespace=ns.namespace_id)
+
+    The async ``Khora`` is ``kb.aio``. See ``Khora`` for the constructor's arguments.
     """
 
-    def __init__(self, url: str | None = None, **kwargs: Any) -> None:
-        self.aio = Khora(url, **kwargs)
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: str = "vectorcypher",
+        engine_kwargs: Mapping[str, Any] | None = None,
+        config: KhoraConfig | None = None,
+        embedder: Any = None,
+        data_dir: str | None = None,
+        preset: str | None = None,
+    ) -> None:
+        self.aio = Khora(
+            url,
+            engine=engine,
+            engine_kwargs=engine_kwargs,
+            config=config,
+            embedder=embedder,
+            data_dir=data_dir,
+            preset=preset,
+        )
 
+    # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> KhoraSync:
+        """Build the config, the embedder and the storage stack; connect and migrate."""
         run_sync(self.aio.open())
         return self
 
     def close(self) -> None:
+        """Close connections. Safe to call twice."""
         run_sync(self.aio.aclose())
 
     def __enter__(self) -> KhoraSync:
@@ -526,17 +653,186 @@ class KhoraSync:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- namespaces ----------------------------------------------------------------------
+    @_namespace_alias
+    def create_namespace(
+        self,
+        name: str | None = None,
+        *,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Namespace:
+        """Create a namespace (an isolated memory space) and return it.
 
-def _make_sync(name: str) -> Any:
-    async_method = getattr(Khora, name)
+        See ``Khora.create_namespace``."""
+        return run_sync(self.aio.create_namespace(name, namespace=namespace, metadata=metadata))
 
-    @functools.wraps(async_method)
-    def method(self: KhoraSync, *args: Any, **kwargs: Any) -> Any:
-        return run_sync(getattr(self.aio, name)(*args, **kwargs))
+    def list_namespaces(self) -> list[Namespace]:
+        """All namespaces in this store."""
+        return run_sync(self.aio.list_namespaces())
 
-    method.__doc__ = f"Sync twin of ``Khora.{name}``. See ``Khora.{name}``."
-    return method
+    @_namespace_alias
+    def get_namespace(self, namespace: str) -> Namespace:
+        """The namespace with id ``namespace``.
 
+        See ``Khora.get_namespace``."""
+        return run_sync(self.aio.get_namespace(namespace))
 
-for _name in _SYNC_METHODS:
-    setattr(KhoraSync, _name, _make_sync(_name))
+    @_namespace_alias
+    def delete_namespace(self, namespace: str) -> bool:
+        """Delete a namespace and everything in it. Returns False when it did not exist."""
+        return run_sync(self.aio.delete_namespace(namespace))
+
+    # -- write ---------------------------------------------------------------------------
+    @_namespace_alias
+    def remember(self, content: str, *, namespace: str, **kwargs: Any) -> RememberResult:
+        """Store ``content`` in ``namespace``: chunk, embed, extract entities, link the graph.
+
+        See ``Khora.remember`` for the keyword arguments and errors."""
+        return run_sync(self.aio.remember(content, namespace=namespace, **kwargs))
+
+    @_namespace_alias
+    def remember_batch(
+        self,
+        items: Sequence[Mapping[str, Any] | str],
+        *,
+        namespace: str,
+        concurrency: int | None = None,
+        progress: bool = False,
+    ) -> list[RememberResult | KhoraError]:
+        """Remember many items (dicts with ``content`` plus ``remember`` keywords, or strings).
+
+        See ``Khora.remember_batch``."""
+        return run_sync(
+            self.aio.remember_batch(items, namespace=namespace, concurrency=concurrency, progress=progress)
+        )
+
+    def settle(self) -> dict[str, Any]:
+        """Bring the storage servers to steady reads after a large write, using what they
+        offer: on PostgreSQL + Neo4j, ``VACUUM (ANALYZE)`` of Khora's tables, Neo4j's
+        indexes awaited online, outdated index samples refreshed and cached query plans
+        dropped. ``remember_batch`` calls it itself after storing 1,000 chunks or more
+        (``engine_kwargs={"settle_after_chunks": N}`` changes that; 0 turns it off).
+        Nothing to do on the embedded store. Affects every namespace on those servers.
+
+        See ``Khora.settle``."""
+        return run_sync(self.aio.settle())
+
+    def unsettled(self) -> list[str]:
+        """What the storage servers still have to do after recent writes before recall
+        latency is steady (tables autovacuum would analyze, Neo4j indexes still
+        populating), one line each; empty when there is nothing (always, embedded)."""
+        return run_sync(self.aio.unsettled())
+
+    @_namespace_alias
+    def forget(
+        self, document_id: str | None = None, *, namespace: str, external_id: str | None = None
+    ) -> bool:
+        """Remove a document (by id or ``external_id``) everywhere, with orphaned entities.
+
+        See ``Khora.forget``."""
+        return run_sync(self.aio.forget(document_id, namespace=namespace, external_id=external_id))
+
+    # -- read ----------------------------------------------------------------------------
+    @_namespace_alias
+    def recall(
+        self,
+        query: str,
+        *,
+        namespace: str,
+        limit: int = 10,
+        mode: SearchMode | str = SearchMode.HYBRID,
+        min_similarity: float = 0.0,
+        filter: Any = None,
+        start_time: datetime | None = None,
+        end_time: datetime | None = None,
+        now: datetime | None = None,
+    ) -> RecallResult:
+        """Answer ``query`` from ``namespace``'s memory.
+
+        See ``Khora.recall`` for the arguments and errors."""
+        return run_sync(
+            self.aio.recall(
+                query,
+                namespace=namespace,
+                limit=limit,
+                mode=mode,
+                min_similarity=min_similarity,
+                filter=filter,
+                start_time=start_time,
+                end_time=end_time,
+                now=now,
+            )
+        )
+
+    @_namespace_alias
+    def stats(self, namespace: str) -> NamespaceStats:
+        """Document, chunk, entity and relationship counts of a namespace."""
+        return run_sync(self.aio.stats(namespace))
+
+    # -- entity reads (namespace= is required, keyword-only) -------------------------------
+    @_namespace_alias
+    def get_entity(
+        self, entity_id: str, *, namespace: str, include_sources: bool = False
+    ) -> EntityProjection | None:
+        """One entity by id, or None."""
+        return run_sync(self.aio.get_entity(entity_id, namespace=namespace, include_sources=include_sources))
+
+    @_namespace_alias
+    def list_entities(
+        self,
+        *,
+        namespace: str,
+        offset: int = 0,
+        limit: int = 100,
+        type: str | None = None,
+        include_sources: bool = False,
+    ) -> list[EntityProjection]:
+        """A page of entities, most mentioned first."""
+        return run_sync(
+            self.aio.list_entities(
+                namespace=namespace, offset=offset, limit=limit, type=type, include_sources=include_sources
+            )
+        )
+
+    @_namespace_alias
+    def search_entities(
+        self,
+        query: str,
+        *,
+        namespace: str,
+        limit: int = 10,
+        method: str = "all",
+        include_sources: bool = False,
+    ) -> list[EntityProjection]:
+        """Entities matching ``query`` exactly, fuzzily (edit distance) or by embedding.
+
+        See ``Khora.search_entities``."""
+        return run_sync(
+            self.aio.search_entities(
+                query, namespace=namespace, limit=limit, method=method, include_sources=include_sources
+            )
+        )
+
+    @_namespace_alias
+    def find_related_entities(
+        self,
+        entity_id: str,
+        *,
+        namespace: str,
+        depth: int = 1,
+        relationship_types: Sequence[str] | None = None,
+        limit: int = 50,
+        include_sources: bool = False,
+    ) -> list[EntityProjection]:
+        """Entities within ``depth`` hops of ``entity_id`` (optionally over some relationship types)."""
+        return run_sync(
+            self.aio.find_related_entities(
+                entity_id,
+                namespace=namespace,
+                depth=depth,
+                relationship_types=relationship_types,
+                limit=limit,
+                include_sources=include_sources,
+            )
+        )

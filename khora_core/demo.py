@@ -54,17 +54,17 @@ async def _show_graph(kb: Any) -> None:
     from khora_core.render import format_entities
 
     _section("2. What the offline extractor found")
-    entities = await kb.list_entities(namespace_id=NAMESPACE, limit=15)
+    entities = await kb.list_entities(namespace=NAMESPACE, limit=15)
     print("most mentioned entities:")
     for e in entities:
         print(f"   {e.name} ({e.type}), {e.mention_count} mentions")
     for name in ("Kestrel Dynamics", "Priya Raman", "Project Lighthouse"):
-        matches = await kb.search_entities(name, namespace_id=NAMESPACE, limit=1)
+        matches = await kb.search_entities(name, namespace=NAMESPACE, limit=1)
         if not matches:
             print(f"\n{name}: not extracted")
             continue
         entity = matches[0]
-        related = await kb.find_related_entities(entity.id, namespace_id=NAMESPACE, depth=1, limit=12)
+        related = await kb.find_related_entities(entity.id, namespace=NAMESPACE, depth=1, limit=12)
         print(f"\nrelated to {entity.name} ({entity.type}), one hop: {format_entities(related)}")
 
 
@@ -108,7 +108,7 @@ async def run_demo(data_dir: str | Path, *, progress: bool = True) -> int:
     async with Khora(config=config) as kb:
         _section(f"1. Remembering {len(documents)} sample documents into {data_dir}")
         await kb.delete_namespace(NAMESPACE)
-        await kb.create_namespace("Khora demo: sample corpus", namespace_id=NAMESPACE)
+        await kb.create_namespace("Khora demo: sample corpus", namespace=NAMESPACE)
         started = time.perf_counter()
         batch = await kb.remember_batch(to_remember_items(documents), namespace=NAMESPACE, progress=progress)
         summary, failed = summarize_batch(batch, [d["external_id"] for d in documents])

@@ -12,7 +12,7 @@ filtered questions (by source type, date or metadata) and questions it cannot an
     from khora_core.sample import load_sample_corpus, to_remember_items
 
     async with Khora() as kb:
-        ns = await kb.create_namespace(namespace_id="sample")
+        ns = await kb.create_namespace(namespace="sample")
         await kb.remember_batch(to_remember_items(load_sample_corpus()), namespace="sample")
 """
 
