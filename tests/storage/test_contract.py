@@ -573,15 +573,20 @@ async def test_repeated_entity_vectors_land_once_a_second_chunk_mentions_the_ent
 
 
 async def test_graph_relevance_takes_the_better_of_question_and_bridged_question(
-    kb: Khora, namespace: str, embedder
+    kb: Khora, namespace: str, embedder, khora_config
 ) -> None:
-    """The graph channel scores a reached chunk by the better of its cosine with the question
-    and with the question moved towards the nearest passage (``graph_channel`` module docstring)."""
+    """With ``graph_scoring="evidence"`` the graph channel scores a reached chunk by the
+    better of its cosine with the question and with the question moved towards the nearest
+    passage (``graph_channel`` module docstring)."""
     from khora_core.retrieval import graph_channel
 
     await _load(kb, namespace)
     question = "Who leads the project of the company Maya Chen came from?"
-    result = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=5)
+    evidence = khora_config.model_copy(
+        update={"vectorcypher": khora_config.vectorcypher.model_copy(update={"graph_scoring": "evidence"})}
+    )
+    async with Khora(config=evidence, embedder=embedder) as scored:
+        result = await scored.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=5)
     graph_info = result.engine_info["channels"]["graph"]
     nearest = await kb.recall(question, namespace=namespace, mode=SearchMode.VECTOR, limit=1)
     assert graph_info["bridge_passage"] == nearest.chunks[0].id
@@ -765,3 +770,29 @@ async def test_a_title_is_searched_with_its_chunks(
             assert (top > plain + 0.05) is chunk_context  # the title moved the vector towards the question
         finally:
             await kb.delete_namespace(ns)
+
+
+async def test_the_graph_walk_reaches_the_second_hop_through_a_shared_entity(
+    kb: Khora, namespace: str, embedder
+) -> None:
+    """The walk (``graph_scoring="walk"``, the default) restarts at the nearest passage and
+    reaches, through the entity they share (Halcyon Bio), the passage that answers the second
+    hop; a passage sharing nothing with them is not reached."""
+    from khora_core.retrieval.ppr import walk_passages
+
+    ids = await _load(kb, namespace)
+    question = "Who leads the project at the company Maya Chen came from?"
+    result = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=5)
+    info = result.engine_info["channels"]["graph"]
+    assert info["scoring"] == "walk" and info["walk"]["passages"] >= 2
+    stack = kb._stack
+    qvec = await embedder.embed_query(question)
+    nearest = (await stack.vectors.search(namespace, qvec, limit=1)).hits
+    assert nearest[0].chunk.document_id == ids["doc-1"]
+    mass, _, _ = await walk_passages(
+        stack, namespace, seeds={}, nearest=nearest, expand=1, per_entity=30, damping=0.5, passage_share=1.0
+    )
+    docs = {c.id: c.document_id for c in await stack.documents.get_chunks(namespace, list(mass))}
+    reached = {docs[c]: m for c, m in mass.items()}
+    assert reached[ids["doc-1"]] > reached[ids["doc-2"]] > 0
+    assert ids["doc-3"] not in reached
