@@ -49,16 +49,14 @@ async def settle(pool: PgPool, *, tables: tuple[str, ...] = SETTLED_TABLES) -> d
 async def unanalyzed_tables(pool: PgPool, *, tables: tuple[str, ...] = SETTLED_TABLES) -> list[str]:
     """Khora's tables that autovacuum would analyze now: rows changed since the last
     ANALYZE above its threshold (``autovacuum_analyze_threshold`` +
-    ``autovacuum_analyze_scale_factor`` x rows, the server's settings), or never analyzed."""
+    ``autovacuum_analyze_scale_factor`` x rows, the server's settings)."""
     rows = await pool.fetch(
         """
         SELECT s.relname, s.n_mod_since_analyze AS changed
         FROM pg_stat_user_tables s
         WHERE s.relname = ANY($1::text[])
-          AND s.n_live_tup + s.n_dead_tup > 0
-          AND (coalesce(s.last_analyze, s.last_autoanalyze) IS NULL
-               OR s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8
-                  + current_setting('autovacuum_analyze_scale_factor')::float8 * s.n_live_tup)
+          AND s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8
+              + current_setting('autovacuum_analyze_scale_factor')::float8 * s.n_live_tup
         ORDER BY s.relname
         """,
         list(tables),

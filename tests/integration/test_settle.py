@@ -1,0 +1,88 @@
+"""Settling after a bulk load (issue #41): ``remember_batch`` of many chunks ends with
+``Khora.settle()`` on PostgreSQL + Neo4j (VACUUM (ANALYZE), indexes online, fresh index
+samples, plans dropped), ``Khora.unsettled()`` names what is left, and the embedded store
+has nothing to settle."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from khora_core import Khora, KhoraConfig, KhoraSync
+from khora_core.errors import InvalidInputError
+from tests.fixtures.stacks import config_for
+
+_STEPS = {"postgres_vacuum_analyze_s", "neo4j_await_indexes_s", "neo4j_resample_s", "neo4j_clear_plans_s"}
+
+
+def _items(n: int) -> list[dict[str, Any]]:
+    tag = uuid.uuid4().hex[:8]
+    return [
+        {
+            "content": f"Passage {i} {tag}: Marie Curie worked in Paris on radium number {i}.",
+            "external_id": f"{tag}-{i}",
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def config(stack_name: str, request: pytest.FixtureRequest, tmp_path: Any) -> KhoraConfig:
+    return config_for(stack_name, request, tmp_path / "khora-data")
+
+
+async def test_a_large_batch_settles_the_servers(config: KhoraConfig, stack_name: str, embedder: Any) -> None:
+    async with Khora(config=config, embedder=embedder, engine_kwargs={"settle_after_chunks": 5}) as kb:
+        ns = (await kb.create_namespace("settle", namespace=f"settle-{uuid.uuid4().hex[:8]}")).namespace_id
+        try:
+            small = await kb.remember_batch(_items(2), namespace=ns)
+            assert all(not isinstance(r, Exception) for r in small)
+            assert kb.engine.last_settle == {}  # below the threshold: no settle
+            results = await kb.remember_batch(_items(6), namespace=ns)
+            assert all(not isinstance(r, Exception) for r in results)
+            if stack_name == "postgres":
+                assert set(kb.engine.last_settle) == _STEPS, kb.engine.last_settle
+                assert all(v >= 0 for v in kb.engine.last_settle.values())
+            else:
+                assert kb.engine.last_settle == {}
+            assert await kb.unsettled() == []
+            found = await kb.recall("Where did Marie Curie work?", namespace=ns, limit=3)
+            assert found.chunks
+        finally:
+            await kb.delete_namespace(ns)
+
+
+async def test_settle_off_and_explicit(config: KhoraConfig, stack_name: str, embedder: Any) -> None:
+    async with Khora(config=config, embedder=embedder, engine_kwargs={"settle_after_chunks": 0}) as kb:
+        ns = (await kb.create_namespace("settle", namespace=f"settle-{uuid.uuid4().hex[:8]}")).namespace_id
+        try:
+            await kb.remember_batch(_items(8), namespace=ns)
+            assert kb.engine.last_settle == {}
+            report = await kb.settle()
+            if stack_name == "postgres":
+                assert set(report) == _STEPS
+                pool = kb.engine.stack.documents.pool
+                analyzed = await pool.fetchval(
+                    "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'khora_chunks'"
+                )
+                assert analyzed is True
+            else:
+                assert report == {}
+            assert await kb.unsettled() == []
+        finally:
+            await kb.delete_namespace(ns)
+
+
+def test_sync_twin(tmp_path: Any, embedder: Any) -> None:
+    with KhoraSync(data_dir=str(tmp_path / "d"), embedder=embedder) as kb:
+        assert kb.settle() == {}
+        assert kb.unsettled() == []
+
+
+async def test_only_khora_tables_are_vacuumed() -> None:
+    from khora_core.storage.postgres.settle import settle
+
+    with pytest.raises(InvalidInputError):
+        await settle(None, tables=("pg_class",))  # type: ignore[arg-type]
