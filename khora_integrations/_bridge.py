@@ -15,6 +15,7 @@ These live here so each framework adapter stays a thin translation layer:
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -62,6 +63,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+logger = logging.getLogger("khora.integrations")
+
 AbstainPolicy = Literal["flag", "empty", "raise"]
 #: The abstention policies an integration retriever accepts.
 ABSTAIN_POLICIES: tuple[str, ...] = ("flag", "empty", "raise")
@@ -76,9 +79,13 @@ class KhoraRef:
     * a ``KhoraSync`` (or a Khora this handle opens itself from ``config``) lives on the
       bridge's background loop: sync calls go through ``run_sync`` and async calls await the
       same ``run_sync`` in a worker thread, so both work from any thread or loop;
-    * an async ``Khora`` lives on the caller's loop: async calls await it directly. Sync
-      calls go through ``run_sync``, which is only correct when that Khora was opened
-      through ``run_sync`` too (``run_sync(kb.open())``); otherwise pass a ``KhoraSync``.
+    * an async ``Khora`` lives on the loop that opened it. A call runs there when it can:
+      directly when that is the running loop, handed over when that loop runs in another
+      thread (the bridge's included). When it cannot (PostgreSQL + Neo4j opened in an
+      ``asyncio.run`` that has finished, or a sync call made inside the very loop that opened
+      it, which that call blocks), the handle opens its own connections with the same config
+      and embedder on the bridge's loop and uses them from then on (logged once, closed by
+      ``close``). The embedded store's connections belong to no loop: it is used as is.
 
     Args:
         kb: a ``Khora`` or ``KhoraSync``; when ``None`` one is built from the other
@@ -131,6 +138,7 @@ class KhoraRef:
             raise ConfigError(f"Expected a Khora or KhoraSync, got {type(kb).__name__}", setting="kb")
         self._open_lock = threading.Lock()
         self._opened = False
+        self._own_copy: Khora | None = None  # see _adopted
 
     def _open_blocking(self) -> None:
         # One open per handle even when several threads make their first call at once
@@ -140,30 +148,91 @@ class KhoraRef:
                 run_sync(self.aio.open())
                 self._opened = True
 
+    def _usable_loop(self, current: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop | None:
+        """Where a call on ``self.aio`` must run: ``current`` (the caller's running loop, or
+        None from sync code) when its connections belong there or to no loop, the loop they
+        belong to when it runs in another thread, or None when they cannot be used (then
+        :meth:`_adopted` is)."""
+        bound = _bound_loop(self.aio)
+        if bound is None or bound is current:
+            return current
+        if bound.is_running() and not bound.is_closed() and bound is not _thread_loop():
+            return bound
+        return None
+
+    def _adopted(self) -> Khora:
+        """This handle's own Khora on the bridge loop, with ``self.aio``'s config and embedder."""
+        with self._open_lock:
+            if self._own_copy is None:
+                logger.warning(
+                    "The Khora passed to a Khora integration holds connections of an event loop "
+                    "that is closed or blocked by this call; opening another set on Khora's sync "
+                    "loop. Pass a KhoraSync, or use the async methods on the loop that opened it."
+                )
+                copy = Khora(config=self.aio.config, embedder=self.aio.engine.embedder)
+                run_sync(copy.open())
+                self._own_copy = copy
+            return self._own_copy
+
     def call(self, fn: Callable[[Khora], Coroutine[Any, Any, T]]) -> T:
-        """Run ``await fn(kb)`` from sync code through the bridge and return its result."""
+        """Run ``await fn(kb)`` from sync code and return its result (see the class)."""
         self._open_blocking()
-        return run_sync(fn(self.aio))
+        if self.on_bridge or self._own_copy is not None:
+            return run_sync(fn(self._own_copy or self.aio))
+        loop = self._usable_loop(None)
+        if loop is not None:  # the Khora's loop runs in another thread: hand the call over
+            return asyncio.run_coroutine_threadsafe(fn(self.aio), loop).result()
+        if _bound_loop(self.aio) is None:  # embedded store: no loop of its own
+            return run_sync(fn(self.aio))
+        return run_sync(fn(self._adopted()))
 
     async def acall(self, fn: Callable[[Khora], Coroutine[Any, Any, T]]) -> T:
-        """Run ``await fn(kb)`` from async code, on the loop the Khora lives on."""
-        if self.on_bridge:
+        """Run ``await fn(kb)`` from async code, without blocking the caller's loop."""
+        if self.on_bridge or self._own_copy is not None:
             # The Khora lives on the bridge loop: block a worker thread on it, not our loop.
             return await asyncio.to_thread(self.call, fn)
         await self.aio.open()  # idempotent: returns at once when already open
-        return await fn(self.aio)
+        current = asyncio.get_running_loop()
+        loop = self._usable_loop(current)
+        if loop is current:
+            return await fn(self.aio)
+        if loop is not None:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(fn(self.aio), loop))
+        await asyncio.to_thread(self._adopted)
+        return await asyncio.to_thread(self.call, fn)
 
     def close(self) -> None:
-        """Close the Khora when this handle opened it; a Khora you passed in stays open."""
-        if self.owned:
-            with self._open_lock:
+        """Close the Khora when this handle opened it (and the connections it opened for a
+        Khora you passed in); a Khora you passed in stays open."""
+        with self._open_lock:
+            if self._own_copy is not None:
+                run_sync(self._own_copy.aclose())
+                self._own_copy = None
+            if self.owned:
                 run_sync(self.aio.aclose())
                 self._opened = False
 
     async def aclose(self) -> None:
         """Async twin of ``close``."""
-        if self.owned:
-            await asyncio.to_thread(self.close)
+        await asyncio.to_thread(self.close)
+
+
+def _bound_loop(kb: Khora) -> asyncio.AbstractEventLoop | None:
+    """The event loop ``kb``'s connections belong to: its PostgreSQL pool's (asyncpg keeps
+    it as ``Pool._loop`` on ``PgPool.raw``; Neo4j's driver is opened on the same loop); None when it has no
+    pool (the embedded store, or a Khora not opened yet)."""
+    stack = getattr(kb, "_stack", None)
+    pool = getattr(getattr(stack, "documents", None), "pool", None)
+    loop = getattr(getattr(pool, "raw", pool), "_loop", None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop running in this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 async def namespace_hint(kb: Khora, namespace: str, exc: NamespaceNotFoundError) -> NamespaceNotFoundError:
