@@ -53,10 +53,10 @@ class KhoraVectorStore(VectorStore):
     literally (see ``khora_integrations.langchain.filters`` and ``docs/integrations.md``).
     Pass a ``RecallFilter`` for Khora's own grammar (system fields, nested paths).
 
-    Sync methods run through ``khora_core.sync.run_sync``. An async ``Khora`` passed as
-    ``kb`` must have been opened through ``run_sync`` for the sync methods to work with a
-    server-backed stack; a ``KhoraSync`` (or letting the store build its own Khora) works
-    from both sync and async code.
+    Sync and async methods both work with a ``Khora`` or a ``KhoraSync``, from any thread
+    or loop (see ``khora_integrations._bridge.KhoraRef``: an async Khora whose loop has
+    finished or is blocked by a sync call gets a second set of connections, closed by
+    ``close``).
 
     Args:
         kb: a ``Khora`` or ``KhoraSync``; when omitted the store builds (and owns) one from
