@@ -154,3 +154,34 @@ async def test_neo4j_restart_between_calls(kb: Khora, neo4j_server: Any) -> None
     )
     assert records[0]["n"] == 0
     await kb.delete_namespace(ns)
+
+
+async def test_a_stranded_graph_is_replaced_when_the_document_is_written_again(kb: Khora) -> None:
+    """When Neo4j dies after a slice of a batch's graph landed, the rows are compensated but
+    the graph cannot be removed. Remembering the batch again doubled every mention count of
+    the stranded documents (1 -> 2 for each entity of a one-chunk document)."""
+    ns = (await kb.create_namespace("fault", namespace_id=f"strand-{uuid.uuid4().hex[:12]}")).namespace_id
+    try:
+        items = [_passage(i) for i in range(3)]
+        first = await kb.remember_batch(items, namespace=ns)
+        clean = sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace_id=ns, limit=100))
+        clean_stats = await kb.stats(ns)
+        # What the compensation leaves when the graph is unreachable: the rows go, the graph stays.
+        for r in first:
+            assert isinstance(r, RememberResult)
+            await kb.engine.stack.documents.delete_document_rows(ns, r.document_id)
+        again = await kb.remember_batch(items, namespace=ns)
+        assert [r.document_id for r in again] == [r.document_id for r in first]  # type: ignore[union-attr]
+        assert (
+            sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace_id=ns, limit=100))
+            == clean
+        )
+        stats = await kb.stats(ns)
+        assert (stats.documents, stats.chunks, stats.entities, stats.relationships) == (
+            clean_stats.documents,
+            clean_stats.chunks,
+            clean_stats.entities,
+            clean_stats.relationships,
+        )
+    finally:
+        await kb.delete_namespace(ns)

@@ -110,6 +110,20 @@ WITH id, c WHERE c IS NULL
 RETURN collect(id) AS missing
 """
 
+# Documents of a write that already have chunk nodes. The PostgreSQL rows of a new document
+# are refused when stored already, so such a graph is stranded: a write whose rows were
+# compensated while Neo4j was unreachable, after its graph slice had landed.
+_STRANDED_DOCUMENTS = """
+UNWIND $docs AS doc
+CALL {
+  WITH doc
+  MATCH (c:Chunk {namespace_id: $ns, document_id: doc})
+  USING INDEX c:Chunk(namespace_id, document_id)
+  RETURN c LIMIT 1
+}
+RETURN collect(doc) AS found
+"""
+
 _MERGE_MENTIONS = """
 UNWIND $rows AS row
 MATCH (e:Entity {namespace_id: $ns, id: row.entity_id})
@@ -338,6 +352,12 @@ async def write_batches_tx(
                         "write them one after the other"
                     )
                 await delete_document_tx(tx, ns, old_document)
+    if written:
+        # A stranded graph of a document written again goes first: its mentions would
+        # otherwise be counted twice (issue #38 item 1, the batch re-run after a kill).
+        found = (await _single(tx, _STRANDED_DOCUMENTS, ns=ns, docs=sorted(written))).get("found") or []
+        for document_id in found:
+            await delete_document_tx(tx, ns, document_id)
 
     chunks = [c for b in batches for c in b.chunks]
     chunk_rows = sorted((chunk_props(c, ns) for c in chunks), key=lambda r: r["id"])
