@@ -68,6 +68,7 @@ class KhoraVectorStore(VectorStore):
             configured sentence-transformers model when omitted.
         url: see ``Khora``.
         config: see ``Khora``.
+        preset: the read-path preset of a Khora the store owns (``"memory"``, ...).
         data_dir: see ``Khora``.
 
     Raises:
@@ -84,8 +85,9 @@ class KhoraVectorStore(VectorStore):
         url: str | None = None,
         config: KhoraConfig | None = None,
         data_dir: str | None = None,
+        preset: str | None = None,
     ) -> None:
-        self._ref = KhoraRef(kb, config=config, url=url, data_dir=data_dir, embedder=embedding)
+        self._ref = KhoraRef(kb, config=config, url=url, data_dir=data_dir, embedder=embedding, preset=preset)
         self.namespace = namespace
         self._embedding = embedding
         self._namespace_exists = False

@@ -60,6 +60,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         namespace: the namespace id; when omitted, ``"llama_index"`` (the LlamaIndex
             ``KhoraRetriever`` default), created on first use.
         config: the ``KhoraConfig`` for a Khora the store owns.
+        preset: the read-path preset of a Khora the store owns (``"memory"``, ...).
         create_namespace: create the namespace on the first write when missing.
         use_node_embeddings: store an ``EntityNode``'s own embedding (it must come from
             Khora's embedder, e.g. ``KhoraEmbedding``) instead of embedding its name.
@@ -74,11 +75,12 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         *,
         namespace: str | None = None,
         config: KhoraConfig | None = None,
+        preset: str | None = None,
         create_namespace: bool = True,
         use_node_embeddings: bool = False,
         max_triplets: int = 1000,
     ) -> None:
-        self._ref = KhoraRef(kb, config=config)
+        self._ref = KhoraRef(kb, config=config, preset=preset)
         self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         self.create_namespace = create_namespace
         self._ensure_default = namespace is None

@@ -46,6 +46,7 @@ class KhoraMemoryBlock(BaseMemoryBlock[str]):
         kb: a ``Khora`` or ``KhoraSync``; when omitted one is built on the embedded default
             (or ``config``) and opened on first use.
         config: the ``KhoraConfig`` for a Khora the block owns.
+        preset: the read-path preset of a Khora the block owns (``"memory"``, the default here).
         namespace: the namespace id; ``"llama_index_memory"`` by default. Created on first use.
         similarity_top_k: how many chunks to recall.
         retrieval_context_window: how many of the latest messages make the recall query.
@@ -57,6 +58,7 @@ class KhoraMemoryBlock(BaseMemoryBlock[str]):
     name: str = Field(default="KhoraMemory", description="The name of the memory block.")
     kb: Any = Field(default=None, exclude=True)
     config: Any = Field(default=None, exclude=True)
+    preset: str | None = Field(default="memory", exclude=True)
     namespace: str = DEFAULT_MEMORY_NAMESPACE
     similarity_top_k: int = Field(default=3, ge=1)
     retrieval_context_window: int = Field(default=5, ge=1)
@@ -78,7 +80,8 @@ class KhoraMemoryBlock(BaseMemoryBlock[str]):
         super().__init__(**data)
 
     def model_post_init(self, context: Any, /) -> None:
-        self._ref = KhoraRef(self.kb, config=self.config)
+        owned = self.kb is None and self.config is None
+        self._ref = KhoraRef(self.kb, config=self.config, preset=self.preset if owned else None)
 
     def close(self) -> None:
         """Close the Khora this block opened; a Khora you passed in stays open."""

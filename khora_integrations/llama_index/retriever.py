@@ -94,6 +94,7 @@ class KhoraRetriever(BaseRetriever):
         min_similarity: raw cosine cutoff on the vector channel.
         abstain: ``"flag"``, ``"empty"`` or ``"raise"``.
         config: the ``KhoraConfig`` for a Khora the retriever owns.
+        preset: the read-path preset of a Khora the retriever owns (``"memory"``, ...).
         callback_manager: LlamaIndex callback manager.
         verbose: LlamaIndex verbose flag.
 
@@ -114,6 +115,7 @@ class KhoraRetriever(BaseRetriever):
         min_similarity: float = 0.0,
         abstain: str = "flag",
         config: KhoraConfig | None = None,
+        preset: str | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -137,7 +139,7 @@ class KhoraRetriever(BaseRetriever):
         self.filters = to_recall_filter(filters)
         self.min_similarity = float(min_similarity)
         self.abstain = abstain
-        self._ref = KhoraRef(kb, config=config)
+        self._ref = KhoraRef(kb, config=config, preset=preset)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def close(self) -> None:
