@@ -134,6 +134,7 @@ async def test_hostile_input_is_refused_alike_and_loses_nothing(
     kb: Khora, ns: str, kwargs: dict[str, Any]
 ) -> None:
     kept = await kb.remember("Ada Lovelace wrote the first program.", namespace=ns)
+    kwargs = dict(kwargs)  # the parameter dict is shared by the cases of both stacks
     content = kwargs.pop("content")
     with pytest.raises(InvalidInputError):
         await kb.remember(content, namespace=ns, **kwargs)
