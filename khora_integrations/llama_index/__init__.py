@@ -28,7 +28,11 @@ from khora_integrations.llama_index.filters import (
     recall_filter_to_metadata_filters,
     to_recall_filter,
 )
-from khora_integrations.llama_index.graph_store import KhoraPropertyGraphStore, UnsupportedGraphOperationError
+from khora_integrations.llama_index.graph_store import (
+    KhoraPropertyGraphStore,
+    ReadOnlyQueryError,
+    UnsupportedGraphOperationError,
+)
 from khora_integrations.llama_index.memory import KhoraMemoryBlock
 from khora_integrations.llama_index.retriever import KhoraRetriever
 
@@ -40,6 +44,7 @@ __all__ = [
     "KhoraPropertyGraphStore",
     "KhoraRetriever",
     "LlamaIndexEmbedder",
+    "ReadOnlyQueryError",
     "UnsupportedGraphOperationError",
     "as_khora_embedder",
     "metadata_filters_to_recall_filter",

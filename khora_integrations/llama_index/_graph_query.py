@@ -21,12 +21,21 @@ from khora_integrations.llama_index._graph_read import MAX_SCAN, GraphContext, a
 from khora_integrations.llama_index._graph_write import UnsupportedGraphOperationError
 from khora_integrations.llama_index.filters import to_recall_filter
 
-__all__ = ["NEO4J_MODEL", "neo4j_handle", "schema", "schema_text", "structured_query", "vector_query"]
+__all__ = [
+    "NEO4J_MODEL",
+    "ReadOnlyQueryError",
+    "neo4j_handle",
+    "schema",
+    "schema_text",
+    "structured_query",
+    "vector_query",
+]
 
 #: Khora's graph as Cypher sees it (for text-to-Cypher prompts and hand-written queries).
 NEO4J_MODEL = """\
-Khora's graph in Neo4j. Every node has a namespace_id property: always match it with
-$namespace_id (the store binds it), e.g. MATCH (e:Entity {namespace_id: $namespace_id}).
+Khora's graph in Neo4j. Queries run read-only and are not scoped for you: every node has a
+namespace_id property, always match it with $namespace_id (the store binds it), e.g.
+MATCH (e:Entity {namespace_id: $namespace_id}).
 Nodes:
   (:Entity {id, namespace_id, name, name_lower, type, aliases, description, mention_count})
   (:Chunk {id, namespace_id, document_id, occurred_at, created_at, source_timestamp, source_type,
@@ -101,13 +110,28 @@ def _entity_matches(recall_filter: RecallFilter, node: EntityNode) -> bool:
     return recall_filter.matches({"metadata": metadata})
 
 
+class ReadOnlyQueryError(InvalidInputError):
+    """A Cypher statement tried to write through a read-only ``structured_query``; nothing
+    was changed. Build the store with ``allow_cypher_writes=True`` to run writes."""
+
+
+#: Neo4j's code for a write attempted in a read transaction.
+_ACCESS_MODE_CODE = "Neo.ClientError.Statement.AccessMode"
+
+
 async def structured_query(
-    ctx: GraphContext, query: str, param_map: Mapping[str, Any] | None
+    ctx: GraphContext, query: str, param_map: Mapping[str, Any] | None, *, allow_writes: bool = False
 ) -> list[dict[str, Any]]:
     """Run your Cypher on the Neo4j stack with ``$namespace_id`` bound to the store's namespace.
 
+    The statement runs in a read transaction unless ``allow_writes``: Neo4j refuses any
+    write in it (``CREATE``, ``MERGE``, ``SET``, ``DELETE``, write procedures) and nothing
+    changes. The statement is not scoped: it reaches every namespace of the database unless
+    it matches ``$namespace_id`` itself.
+
     Raises:
         UnsupportedGraphOperationError: the stack has no Neo4j (the embedded store).
+        ReadOnlyQueryError: the statement writes and ``allow_writes`` is False.
         InvalidInputError: ``param_map`` names another namespace, or Neo4j rejects the query.
         StorageError, StorageUnavailableError: Neo4j failed or cannot be reached.
     """
@@ -127,15 +151,27 @@ async def structured_query(
 
     from khora_core.storage.neo4j.errors import translated
 
+    async def work(tx: Any) -> list[dict[str, Any]]:
+        result = await tx.run(query, params)
+        return list(await result.data())
+
     driver, database = handle
     async with translated():  # connection and server failures -> Khora's storage errors
         try:
             async with driver.session(database=database) as session:
-                result = await session.run(query, params)
-                return list(await result.data())
+                if allow_writes:
+                    return await session.execute_write(work)
+                return await session.execute_read(work)
         except nx.ClientError as exc:
+            code = str(exc.code or "")
+            if code == _ACCESS_MODE_CODE:
+                raise ReadOnlyQueryError(
+                    "structured_query runs Cypher read-only and Neo4j refused a write in it "
+                    f"({exc.message or exc}); nothing was changed. Write through upsert_nodes / "
+                    "upsert_relations / delete, or build the store with allow_cypher_writes=True."
+                ) from exc
             # Statement errors (syntax, types, missing parameters) are the query's fault.
-            if not str(exc.code or "").startswith("Neo.ClientError.Statement."):
+            if not code.startswith("Neo.ClientError.Statement."):
                 raise
             raise InvalidInputError(f"Neo4j rejected the query: {exc.message or exc}") from exc
 

@@ -69,7 +69,7 @@ class UnsupportedGraphOperationError(KhoraError, NotImplementedError):
 
 async def ensure_namespace(ctx: GraphContext, create: bool) -> None:
     if create:
-        await ctx.kb.create_namespace(namespace_id=ctx.namespace)  # returns the existing one
+        await ctx.kb.create_namespace(namespace=ctx.namespace)  # returns the existing one
     else:
         await ctx.kb.get_namespace(ctx.namespace)
 

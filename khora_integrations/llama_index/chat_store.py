@@ -59,7 +59,7 @@ class KhoraChatStore(BaseChatStore):
 
     # -- one implementation ------------------------------------------------------------------
     async def _doc(self, kb: Khora, key: str) -> Document | None:
-        await kb.create_namespace(self.namespace, namespace_id=self.namespace)  # idempotent
+        await kb.create_namespace(self.namespace, namespace=self.namespace)  # idempotent
         found = await kb.engine.stack.documents.find_documents_by_external_id(self.namespace, _key(key))
         return found[0] if found else None
 
@@ -117,7 +117,7 @@ class KhoraChatStore(BaseChatStore):
         return messages
 
     async def _keys(self, kb: Khora) -> list[str]:
-        await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+        await kb.create_namespace(self.namespace, namespace=self.namespace)
         keys: list[str] = []
         offset = 0
         while True:

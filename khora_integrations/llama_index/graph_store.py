@@ -17,10 +17,11 @@ from khora_integrations.llama_index import _graph_query as query_ops
 from khora_integrations.llama_index import _graph_read as read_ops
 from khora_integrations.llama_index import _graph_write as write_ops
 from khora_integrations.llama_index._graph_convert import llama_node
+from khora_integrations.llama_index._graph_query import ReadOnlyQueryError
 from khora_integrations.llama_index._graph_write import UnsupportedGraphOperationError
 from khora_integrations.llama_index.retriever import DEFAULT_NAMESPACE
 
-__all__ = ["KhoraPropertyGraphStore", "UnsupportedGraphOperationError"]
+__all__ = ["KhoraPropertyGraphStore", "ReadOnlyQueryError", "UnsupportedGraphOperationError"]
 
 T = TypeVar("T")
 
@@ -65,6 +66,10 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         use_node_embeddings: store an ``EntityNode``'s own embedding (it must come from
             Khora's embedder, e.g. ``KhoraEmbedding``) instead of embedding its name.
         max_triplets: the most relationships ``get_triplets`` reads.
+        allow_cypher_writes: let ``structured_query`` run Cypher that writes (Neo4j). Off by
+            default: the Cypher runs in a read transaction and a write is refused with
+            ``ReadOnlyQueryError``. Cypher is never namespace-scoped by the store (see
+            ``structured_query``), so a write can change any namespace of the database.
     """
 
     supports_vector_queries: bool = True
@@ -79,6 +84,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         create_namespace: bool = True,
         use_node_embeddings: bool = False,
         max_triplets: int = 1000,
+        allow_cypher_writes: bool = False,
     ) -> None:
         self._ref = KhoraRef(kb, config=config, preset=preset)
         self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
@@ -86,6 +92,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         self._ensure_default = namespace is None
         self.use_node_embeddings = use_node_embeddings
         self.max_triplets = max_triplets
+        self.allow_cypher_writes = allow_cypher_writes
         self._aliases: dict[str, str] = {}
         self._schema: dict[str, Any] | None = None
 
@@ -98,7 +105,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
 
     async def _work(self, kb: Khora, work: Callable[[read_ops.GraphContext], Awaitable[T]]) -> T:
         if self._ensure_default:  # the default namespace: created on first use
-            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+            await kb.create_namespace(self.namespace, namespace=self.namespace)
             self._ensure_default = False
         return await work(read_ops.GraphContext(kb, self.namespace, self._aliases))
 
@@ -277,21 +284,37 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
     # -- queries ----------------------------------------------------------------------------
     def structured_query(self, query: str, param_map: dict[str, Any] | None = None) -> Any:
         """See ``astructured_query``."""
-        return self._run(lambda ctx: query_ops.structured_query(ctx, query, param_map))
+        return self._run(
+            lambda ctx: query_ops.structured_query(
+                ctx, query, param_map, allow_writes=self.allow_cypher_writes
+            )
+        )
 
     async def astructured_query(self, query: str, param_map: dict[str, Any] | None = None) -> Any:
-        """Run your Cypher on the Neo4j stack, as written, with ``$namespace_id`` bound to this
-        store's namespace: scope every ``MATCH`` with it (``get_schema_str`` shows the model).
+        """Run your Cypher on the Neo4j stack, as written, in a read transaction, with
+        ``$namespace_id`` bound to this store's namespace.
+
+        The Cypher is **not namespace-scoped**: the store cannot rewrite it, so a ``MATCH``
+        without ``{namespace_id: $namespace_id}`` reads every namespace of the database.
+        Scope every ``MATCH`` with it (``get_schema_str`` shows the model), and do not run
+        LLM-written Cypher here for users who may not see each other's namespaces. Writes are
+        refused unless the store was built with ``allow_cypher_writes=True``.
 
         Returns:
             The records as a list of dicts.
 
         Raises:
             UnsupportedGraphOperationError: the embedded store (no Cypher engine).
+            ReadOnlyQueryError: the statement writes and ``allow_cypher_writes`` is False;
+                nothing was changed.
             InvalidInputError: Neo4j rejected the statement, or ``param_map`` names another
                 namespace.
         """
-        return await self._arun(lambda ctx: query_ops.structured_query(ctx, query, param_map))
+        return await self._arun(
+            lambda ctx: query_ops.structured_query(
+                ctx, query, param_map, allow_writes=self.allow_cypher_writes
+            )
+        )
 
     def vector_query(self, query: VectorStoreQuery, **kwargs: Any) -> tuple[list[LabelledNode], list[float]]:
         """See ``avector_query``."""

@@ -14,7 +14,11 @@ from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 from khora_core import KhoraSync
 from khora_core.errors import InvalidInputError
 from khora_core.ingest.resolve import entity_id
-from khora_integrations.llama_index import KhoraPropertyGraphStore, UnsupportedGraphOperationError
+from khora_integrations.llama_index import (
+    KhoraPropertyGraphStore,
+    ReadOnlyQueryError,
+    UnsupportedGraphOperationError,
+)
 
 RADIUM = "Who discovered radium?"
 
@@ -263,6 +267,50 @@ def test_schema_and_structured_queries(li_stack: str, li_kb: KhoraSync, li_names
         graph_store.structured_query(query, {"namespace_id": "someone-else"})
     with pytest.raises(InvalidInputError, match="rejected"):
         graph_store.structured_query("MATCH (n RETURN n")
+
+
+def test_structured_query_is_read_only_unless_writes_are_allowed(
+    li_stack: str, li_kb: KhoraSync, li_namespace, graph_store
+):
+    if li_stack == "sqlite_lance":  # no Cypher engine: every statement is refused, writes too
+        with pytest.raises(UnsupportedGraphOperationError):
+            KhoraPropertyGraphStore(li_kb, namespace=li_namespace, allow_cypher_writes=True).structured_query(
+                "CREATE (:Entity {name: 'x'})"
+            )
+        return
+    other_ns = f"{li_namespace}-victim"
+    victim = KhoraPropertyGraphStore(li_kb, namespace=other_ns)
+    try:
+        victim.upsert_nodes([EntityNode(name="Quuxar", label="STAR")])
+        graph_store.upsert_nodes([EntityNode(name="Zorblax Prime", label="PLANET")])
+        names = "MATCH (e:Entity {namespace_id: $ns}) RETURN e.name AS name ORDER BY name"
+        # Not namespace-scoped (documented): Cypher that ignores $namespace_id reads other namespaces.
+        assert graph_store.structured_query(names, {"ns": other_ns}) == [{"name": "Quuxar"}]
+
+        writes = [
+            "MATCH (e:Entity {namespace_id: $ns}) DETACH DELETE e",
+            "MATCH (e:Entity {namespace_id: $ns}) SET e.name = 'pwned'",
+            "CREATE (:Entity {namespace_id: $ns, id: 'x', name: 'Intruder'})",
+            "MERGE (e:Entity {namespace_id: $ns, id: 'y'}) RETURN e.id AS id",
+        ]
+        for statement in writes:
+            with pytest.raises(ReadOnlyQueryError, match="read-only"):
+                graph_store.structured_query(statement, {"ns": other_ns})
+        assert graph_store.structured_query(names, {"ns": other_ns}) == [{"name": "Quuxar"}]
+        assert [n.id for n in victim.get()] == ["Quuxar"]
+        assert li_kb.get_entity(entity_id(other_ns, "Quuxar"), namespace=other_ns) is not None
+
+        writer = KhoraPropertyGraphStore(li_kb, namespace=li_namespace, allow_cypher_writes=True)
+        rows = writer.structured_query(
+            "MATCH (e:Entity {namespace_id: $namespace_id, name: 'Zorblax Prime'}) "
+            "SET e.description = $d RETURN e.description AS d",
+            {"d": "a cold planet"},
+        )
+        assert rows == [{"d": "a cold planet"}]
+        planet = li_kb.get_entity(entity_id(li_namespace, "Zorblax Prime"), namespace=li_namespace)
+        assert planet is not None and planet.description == "a cold planet"
+    finally:
+        li_kb.delete_namespace(other_ns)
 
 
 async def test_async_twins_share_the_implementation(li_kb: KhoraSync, li_namespace, graph_store, embed_model):
