@@ -300,6 +300,10 @@ class GraphStore(Protocol):
         """Delete entities with their mentions and relationships; returns how many went."""
         ...
 
+    async def delete_relationships(self, namespace_id: str, relationship_ids: Sequence[str]) -> int:
+        """Delete relationships by id (their entities stay); returns how many went."""
+        ...
+
 
 class StorageStack(Protocol):
     """A complete storage stack; ``name`` is ``"sqlite_lance"`` or ``"postgres"``."""

@@ -59,6 +59,8 @@ __all__ = [
 
 logger = logging.getLogger("khora.llama_index")
 
+#: Relationships read and deleted per round by ``delete(relation_names=...)``.
+_DELETE_PAGE = 1000
 #: Labels ``ImplicitPathExtractor`` gives node-to-node relations.
 STRUCTURAL_LABELS = frozenset({"SOURCE", "PARENT", "CHILD", "PREVIOUS", "NEXT"})
 
@@ -251,16 +253,15 @@ async def delete(
     properties: Mapping[str, Any] | None,
     ids: Sequence[str] | None,
 ) -> None:
-    """``PropertyGraphStore.delete``: remove the named entities (with their edges and
-    mentions) and the documents behind chunk nodes (``Khora.forget``: chunks, vectors and
-    the entities they alone mentioned go too)."""
-    if relation_names:
-        raise UnsupportedGraphOperationError(
-            "Khora's GraphStore cannot delete relationships by type on their own; delete one of "
-            "their entities (delete(entity_names=...)) or the document they were learned from"
-        )
+    """``PropertyGraphStore.delete``: remove every relation labelled ``relation_names``
+    (their entities stay), the named entities (with their edges and mentions) and the
+    documents behind chunk nodes (``Khora.forget``: chunks, vectors and the entities they
+    alone mentioned go too). Each criterion deletes on its own, as LlamaIndex's Neo4j store
+    does."""
     if await ctx.documents.get_namespace(ctx.namespace) is None:
         return
+    if relation_names:
+        await _delete_relations(ctx, relation_names)
     entity_ids = {e.id for e in await resolve_entities(ctx, [*(entity_names or []), *(ids or [])])}
     documents = {d.id for d in await resolve_documents(ctx, ids or [])}
     if ids:
@@ -281,6 +282,18 @@ async def delete(
         await ctx.graph.delete_entities(ctx.namespace, sorted(entity_ids))
     for document_id in sorted(documents):
         await ctx.kb.forget(document_id, namespace=ctx.namespace)
+
+
+async def _delete_relations(ctx: GraphContext, labels: Sequence[str]) -> None:
+    """Delete every relationship of these types in the namespace, a page at a time."""
+    types = [label for label in dict.fromkeys(labels) if isinstance(label, str) and label]
+    while True:
+        page = await ctx.graph.list_relationships(ctx.namespace, types=types, limit=_DELETE_PAGE)
+        if not page:
+            return
+        await ctx.graph.delete_relationships(ctx.namespace, [r.id for r in page])
+        if len(page) < _DELETE_PAGE:
+            return
 
 
 async def delete_llama_nodes(ctx: GraphContext, node_ids: Sequence[str], ref_doc_ids: Sequence[str]) -> None:

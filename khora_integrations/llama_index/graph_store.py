@@ -259,11 +259,13 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         properties: dict | None = None,
         ids: list[str] | None = None,
     ) -> None:
-        """Delete entities (with their edges) and the documents behind chunk nodes.
+        """Delete relations by label, entities (with their edges) and the documents behind
+        chunk nodes; each given criterion deletes what it names (as LlamaIndex's Neo4j store
+        does): ``relation_names`` every relation of those labels in the namespace, leaving
+        their entities; ``entity_names`` those entities; ``ids`` those entities or chunk
+        nodes' documents; ``properties`` the nodes whose properties match.
 
         Raises:
-            UnsupportedGraphOperationError: ``relation_names`` given (Khora's graph cannot
-                delete relationships on their own).
             InvalidInputError: a Khora chunk id (Khora deletes whole documents).
         """
         await self._arun(lambda ctx: write_ops.delete(ctx, entity_names, relation_names, properties, ids))

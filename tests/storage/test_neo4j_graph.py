@@ -495,6 +495,11 @@ async def test_upsert_graph_and_delete_entities(
     await store.upsert_graph(ns, relationships=[moved])
     rels = await store.list_relationships(ns)
     assert [(r.id, r.source_id, r.target_id, r.weight) for r in rels] == [("r1", "b", "a", 3.0)]
+    other = rel.model_copy(update={"id": "r-other", "type": "NEAR"})
+    await store.upsert_graph(ns, relationships=[other])
+    assert await store.delete_relationships(ns, ["r-other", "nope"]) == 1
+    assert [r.id for r in await store.list_relationships(ns)] == ["r1"]
+    assert await store.count_entities(ns) == 2  # the ends stay
     with pytest.raises(InvalidInputError, match="ghost"):
         await store.upsert_graph(
             ns, relationships=[rel.model_copy(update={"id": "r2", "target_id": "ghost"})]

@@ -487,6 +487,11 @@ async def test_entity_lookups(stack: SqliteLanceStack) -> None:
     )
     await stack.graph.upsert_graph(ns, entities=[carol], relationships=[rel])
     assert [r.id for r in await stack.graph.list_relationships(ns, entity_ids=["e-carol"])] == ["r-x"]
+    near = rel.model_copy(update={"id": "r-near", "type": "NEAR"})
+    await stack.graph.upsert_graph(ns, relationships=[near])
+    assert await stack.graph.delete_relationships(ns, ["r-near", "r-ghost"]) == 1
+    assert [r.id for r in await stack.graph.list_relationships(ns, entity_ids=["e-carol"])] == ["r-x"]
+    assert await stack.graph.get_entity(ns, "e-bob") is not None  # the ends stay
     assert (await stack.graph.search_entities_by_vector(ns, vec(0, 0, 1), limit=1))[0].entity.id == "e-carol"
     bad = rel.model_copy(update={"id": "r-y", "target_id": "e-ghost"})
     with pytest.raises(InvalidInputError, match="unknown entities"):

@@ -423,3 +423,7 @@ class Neo4jGraphStore:
     async def delete_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> int:
         """Delete entities with their mentions and relationships; returns how many went."""
         return await self._write(write.delete_entities_tx, namespace_id, list(entity_ids))
+
+    async def delete_relationships(self, namespace_id: str, relationship_ids: Sequence[str]) -> int:
+        """Delete relationships by id (their entities stay); returns how many went."""
+        return await self._write(write.delete_relationships_tx, namespace_id, list(relationship_ids))

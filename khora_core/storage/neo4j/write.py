@@ -36,6 +36,7 @@ from khora_core.storage.neo4j.records import (
 __all__ = [
     "delete_document_tx",
     "delete_entities_tx",
+    "delete_relationships_tx",
     "merge_entities_tx",
     "merge_relationships_tx",
     "refresh_mention_counts_tx",
@@ -222,6 +223,14 @@ DETACH DELETE e
 RETURN count(*) AS n
 """
 
+_DELETE_RELATIONSHIPS = """
+UNWIND $ids AS id
+MATCH (:Entity {namespace_id: $ns})-[r:RELATES {namespace_id: $ns, id: id}]->(:Entity {namespace_id: $ns})
+USING INDEX r:RELATES(namespace_id, id)
+DELETE r
+RETURN count(*) AS n
+"""
+
 
 async def _single(tx: AsyncManagedTransaction, query: str, **params: Any) -> dict[str, Any]:
     result = await tx.run(query, quiet(params))
@@ -405,6 +414,15 @@ async def delete_document_tx(tx: AsyncManagedTransaction, ns: str, document_id: 
     if links.get("keys"):
         await _run(tx, _DELETE_EMPTY_TIME_NODES, ns=ns, keys=links["keys"])
     return bool(links.get("chunks") or rels.get("n"))
+
+
+async def delete_relationships_tx(
+    tx: AsyncManagedTransaction, ns: str, relationship_ids: Sequence[str]
+) -> int:
+    ids = sorted(set(relationship_ids))
+    if not ids:
+        return 0
+    return int((await _single(tx, _DELETE_RELATIONSHIPS, ns=ns, ids=ids)).get("n") or 0)
 
 
 async def delete_entities_tx(tx: AsyncManagedTransaction, ns: str, entity_ids: Sequence[str]) -> int:

@@ -408,3 +408,19 @@ class SqliteGraphStore:
             return gone
 
         return await self._db.transaction(run, what="delete entities") if entity_ids else 0
+
+    async def delete_relationships(self, namespace_id: str, relationship_ids: Sequence[str]) -> int:
+        """Delete relationships by id (their entities stay); returns how many went."""
+
+        def run(conn: sqlite3.Connection) -> int:
+            gone = conn.execute(
+                f"DELETE FROM relationships WHERE namespace_id = ? AND id IN {IN_JSON}",
+                (namespace_id, json_ids(relationship_ids)),
+            ).rowcount
+            conn.execute(
+                "UPDATE namespaces SET graph_version = graph_version + 1 WHERE namespace_id = ?",
+                (namespace_id,),
+            )
+            return int(gone)
+
+        return await self._db.transaction(run, what="delete relationships") if relationship_ids else 0

@@ -213,8 +213,6 @@ def test_delete_entities_documents_and_llama_nodes(
     curie = li_kb.recall(RADIUM, namespace=ns).chunks[0]
     with pytest.raises(InvalidInputError, match="chunk id"):
         graph_store.delete(ids=[curie.id])
-    with pytest.raises(UnsupportedGraphOperationError):
-        graph_store.delete(relation_names=["RELATED_TO"])
 
     assert li_kb.get_entity(entity_id(ns, "Pierre Curie"), namespace_id=ns) is not None
     graph_store.delete(entity_names=["Pierre Curie"])
@@ -227,13 +225,45 @@ def test_delete_entities_documents_and_llama_nodes(
     assert graph_store.get(ids=[node_id]) == []
     assert all("Marie Curie" not in c.content for c in li_kb.recall(RADIUM, namespace=ns).chunks)
     assert (
-        li_kb.get_entity(entity_id(ns, "Marie Curie"), namespace_id=ns) is None
+        li_kb.get_entity(entity_id(ns, "Marie Curie"), namespace=ns) is None
     )  # only that text mentioned her
 
     graph_store.delete_llama_nodes(ref_doc_ids=[documents[0].doc_id])
     assert li_kb.stats(ns).documents == 1
     graph_store.delete(properties={"topic": "computing"})
     assert li_kb.stats(ns).documents == 0
+
+
+def test_delete_by_relation_label_keeps_entities_and_other_relations(
+    li_kb: KhoraSync, li_namespace, graph_store
+):
+    graph_store.upsert_nodes(
+        [EntityNode(name="Zorblax Prime", label="PLANET"), EntityNode(name="Quuxar", label="STAR")]
+    )
+    graph_store.upsert_relations(
+        [
+            Relation(label="ORBITS", source_id="Zorblax Prime", target_id="Quuxar"),
+            Relation(label="ORBITS", source_id="Vega", target_id="Quuxar"),
+            Relation(label="NEAR", source_id="Quuxar", target_id="Vega"),
+        ]
+    )
+    other_ns = f"{li_namespace}-other"
+    other = KhoraPropertyGraphStore(li_kb, namespace=other_ns)
+    try:
+        other.upsert_relations([Relation(label="ORBITS", source_id="Zorblax Prime", target_id="Quuxar")])
+        graph_store.delete(relation_names=["ORBITS", "NO_SUCH_LABEL"])
+        assert graph_store.get_triplets(relation_names=["ORBITS"]) == []
+        assert [
+            (t[0].name, t[1].label, t[2].name) for t in graph_store.get_triplets(entity_names=["Quuxar"])
+        ] == [("Quuxar", "NEAR", "Vega")]
+        assert {n.id for n in graph_store.get()} == {"Zorblax Prime", "Quuxar", "Vega"}  # entities stay
+        assert len(other.get_triplets(relation_names=["ORBITS"])) == 1  # another namespace untouched
+        recalled = li_kb.find_related_entities(
+            entity_id(li_namespace, "Zorblax Prime"), namespace=li_namespace
+        )
+        assert recalled == []
+    finally:
+        li_kb.delete_namespace(other_ns)
 
 
 def test_schema_and_structured_queries(li_stack: str, li_kb: KhoraSync, li_namespace, graph_store):
