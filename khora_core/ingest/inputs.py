@@ -26,6 +26,9 @@ Rules (all violations raise ``InvalidInputError`` or a subclass, before anything
   ``external_id`` instead of its content, so it needs one: identical content under two
   external ids is then two documents (what a vector store keyed by id expects), see
   :func:`khora_core.ingest.dedup.item_document_id`.
+* ``extract`` is a bool (True by default). ``extract=False`` stores the document without
+  running the entity extractor on it: its entities and relations come from the caller
+  (LlamaIndex's ``PropertyGraphIndex`` extracts its own and writes them to the graph).
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ REMEMBER_FIELDS = frozenset(
         "tags",
         "source",
         "dedup",
+        "extract",
     }
 )
 
@@ -107,6 +111,8 @@ class RememberInput:
     tags: list[str] = field(default_factory=list)
     #: False: the document is keyed by ``external_id``, not by its content (no content dedup).
     dedup: bool = True
+    #: False: the extractor does not run; the caller writes the document's graph itself.
+    extract: bool = True
 
 
 def normalise_content_type(value: str | None) -> str:
@@ -290,6 +296,9 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
         raise InvalidInputError(
             "dedup=False keys the document by its external_id: pass external_id (a non-empty string)"
         )
+    extract = kwargs.get("extract", True)
+    if not isinstance(extract, bool):
+        raise InvalidInputError(f"extract must be True or False, got {extract!r}")
     return RememberInput(
         content=content,
         content_type=content_type,
@@ -300,5 +309,6 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
         source_timestamp=to_utc(kwargs.get("source_timestamp"), "source_timestamp"),
         tags=list(dict.fromkeys(t.strip() for t in tags if t.strip())),
         dedup=dedup,
+        extract=extract,
         **strings,
     )

@@ -121,6 +121,7 @@ class IngestPipeline:
         tags: Sequence[str] | None = None,
         source: str | None = None,
         dedup: bool = True,
+        extract: bool = True,
     ) -> RememberResult:
         """Store one document (see :mod:`khora_core.ingest.inputs` for the input rules).
 
@@ -152,6 +153,7 @@ class IngestPipeline:
                 tags=tags,
                 source=source,
                 dedup=dedup,
+                extract=extract,
             ),
             namespace_id,
         )
@@ -488,7 +490,7 @@ class IngestPipeline:
 
     async def _extract(self, work: WorkItem, core: list[int]) -> dict[str, ChunkExtraction]:
         pairs = [(work.chunk_ids[i], work.spans[i].text) for i in core]
-        if not pairs:
+        if not pairs or not work.inp.extract:
             return {}
         try:
             results = await self.extractor.extract(

@@ -4,7 +4,9 @@
   name embedding from Khora's embedder (the same vector ``remember`` gives an entity) or,
   with ``use_node_embeddings``, the node's own embedding.
 * Text-chunk nodes are remembered as documents (``external_id`` = node id), so recall's
-  vector, keyword and graph channels see them and Khora's extractor links their entities.
+  vector, keyword and graph channels see them. Khora's extractor does not run on them
+  unless the store asks for it (``khora_extraction``): LlamaIndex's own extractors write
+  their entities and relations, and running both would store each relation twice.
 * Relations between entities land as Khora relationships learned from their source chunk
   (``triplet_source_id``). Khora's graph has no edges between text chunks, so relations
   with a chunk at either end (``ImplicitPathExtractor``'s SOURCE/NEXT/PREVIOUS/PARENT/CHILD,
@@ -117,7 +119,7 @@ async def _upsert_entities(ctx: GraphContext, nodes: Sequence[EntityNode], use_n
     await ctx.graph.upsert_graph(ctx.namespace, entities=entities)
 
 
-async def _remember_chunks(ctx: GraphContext, nodes: Sequence[ChunkNode]) -> None:
+async def _remember_chunks(ctx: GraphContext, nodes: Sequence[ChunkNode], extract: bool) -> None:
     items: list[dict[str, Any]] = []
     for node in nodes:
         if not node.text.strip():
@@ -131,7 +133,7 @@ async def _remember_chunks(ctx: GraphContext, nodes: Sequence[ChunkNode]) -> Non
             continue  # already stored as is
         if same:  # same text, new metadata: Khora keeps one copy per content, so replace it
             await ctx.kb.forget(namespace=ctx.namespace, external_id=node.id)
-        items.append({"content": node.text, **kwargs})
+        items.append({"content": node.text, **kwargs, "extract": extract})
     if not items:
         return
     outcomes = await ctx.kb.remember_batch(items, namespace=ctx.namespace)
@@ -157,9 +159,15 @@ async def _remember_chunks(ctx: GraphContext, nodes: Sequence[ChunkNode]) -> Non
 
 
 async def upsert_nodes(
-    ctx: GraphContext, nodes: Sequence[LabelledNode], *, create_namespace: bool, use_node_embeddings: bool
+    ctx: GraphContext,
+    nodes: Sequence[LabelledNode],
+    *,
+    create_namespace: bool,
+    use_node_embeddings: bool,
+    khora_extraction: bool,
 ) -> None:
-    """``PropertyGraphStore.upsert_nodes`` (see the module docstring)."""
+    """``PropertyGraphStore.upsert_nodes`` (see the module docstring); chunk nodes go through
+    Khora's entity extractor only with ``khora_extraction``."""
     entities = [n for n in nodes if isinstance(n, EntityNode)]
     chunks = [n for n in nodes if isinstance(n, ChunkNode)]
     other = [n for n in nodes if not isinstance(n, (EntityNode, ChunkNode))]
@@ -171,7 +179,7 @@ async def upsert_nodes(
         return
     await ensure_namespace(ctx, create_namespace)
     if chunks:
-        await _remember_chunks(ctx, chunks)
+        await _remember_chunks(ctx, chunks, khora_extraction)
     if entities:
         await _upsert_entities(ctx, entities, use_node_embeddings)
 

@@ -40,8 +40,8 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
       vector is Khora's embedding of the name (what ``remember`` stores), or the node's own
       embedding with ``use_node_embeddings=True``.
     * ``ChunkNode`` <-> Khora document, remembered with ``external_id`` = node id and the
-      node's properties as metadata (so chunked, embedded by Khora, entity-extracted and
-      recalled like any document). A document's node id is its ``external_id``, else its
+      node's properties as metadata (so chunked, embedded by Khora and recalled like any
+      document; entity-extracted by Khora only with ``khora_extraction=True``). A document's node id is its ``external_id``, else its
       Khora id; a Khora chunk id given to ``get`` returns that chunk alone.
     * ``Relation`` between entities <-> Khora relationship, learned from the document of its
       ``triplet_source_id``. Relations with a text chunk at an end are not stored (Khora
@@ -66,6 +66,11 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         use_node_embeddings: store an ``EntityNode``'s own embedding (it must come from
             Khora's embedder, e.g. ``KhoraEmbedding``) instead of embedding its name.
         max_triplets: the most relationships ``get_triplets`` reads.
+        khora_extraction: run Khora's entity extractor on the chunk nodes written here too.
+            Off by default: ``PropertyGraphIndex`` runs its own ``kg_extractors`` and writes
+            what they found, so Khora extracting the same text would store each relation
+            twice. Turn it on when the index extracts nothing itself (``kg_extractors`` of
+            ``ImplicitPathExtractor`` only) and the graph should still be built.
         allow_cypher_writes: let ``structured_query`` run Cypher that writes (Neo4j). Off by
             default: the Cypher runs in a read transaction and a write is refused with
             ``ReadOnlyQueryError``. Cypher is never namespace-scoped by the store (see
@@ -85,6 +90,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         use_node_embeddings: bool = False,
         max_triplets: int = 1000,
         allow_cypher_writes: bool = False,
+        khora_extraction: bool = False,
     ) -> None:
         self._ref = KhoraRef(kb, config=config, preset=preset)
         self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
@@ -93,6 +99,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         self.use_node_embeddings = use_node_embeddings
         self.max_triplets = max_triplets
         self.allow_cypher_writes = allow_cypher_writes
+        self.khora_extraction = khora_extraction
         self._aliases: dict[str, str] = {}
         self._schema: dict[str, Any] | None = None
 
@@ -226,7 +233,11 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
 
     async def _upsert_nodes(self, ctx: read_ops.GraphContext, nodes: Sequence[LabelledNode]) -> None:
         await write_ops.upsert_nodes(
-            ctx, nodes, create_namespace=self.create_namespace, use_node_embeddings=self.use_node_embeddings
+            ctx,
+            nodes,
+            create_namespace=self.create_namespace,
+            use_node_embeddings=self.use_node_embeddings,
+            khora_extraction=self.khora_extraction,
         )
 
     def upsert_relations(self, relations: list[Relation]) -> None:

@@ -104,7 +104,9 @@ def corpus(li_kb: KhoraSync) -> Iterator[str]:
 
 @pytest.fixture
 def graph_store(li_kb: KhoraSync, li_namespace: str) -> KhoraPropertyGraphStore:
-    return KhoraPropertyGraphStore(li_kb, namespace=li_namespace)
+    """The store with Khora's extractor on: these tests index with ``ImplicitPathExtractor``,
+    which finds no entities, and read the graph Khora builds."""
+    return KhoraPropertyGraphStore(li_kb, namespace=li_namespace, khora_extraction=True)
 
 
 @pytest.fixture

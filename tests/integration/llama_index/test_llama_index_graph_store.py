@@ -7,8 +7,16 @@ import asyncio
 
 import pytest
 from llama_index.core import PropertyGraphIndex
-from llama_index.core.graph_stores.types import TRIPLET_SOURCE_KEY, ChunkNode, EntityNode, Relation
+from llama_index.core.graph_stores.types import (
+    KG_NODES_KEY,
+    KG_RELATIONS_KEY,
+    TRIPLET_SOURCE_KEY,
+    ChunkNode,
+    EntityNode,
+    Relation,
+)
 from llama_index.core.indices.property_graph import ImplicitPathExtractor, VectorContextRetriever
+from llama_index.core.schema import TransformComponent
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
 
 from khora_core import KhoraSync
@@ -232,6 +240,57 @@ def test_delete_entities_documents_and_llama_nodes(
     assert li_kb.stats(ns).documents == 1
     graph_store.delete(properties={"topic": "computing"})
     assert li_kb.stats(ns).documents == 0
+
+
+class _RuleExtractor(TransformComponent):
+    """A LlamaIndex kg_extractor without a model: one fixed triple per node that names both ends."""
+
+    def __call__(self, nodes, **kwargs):
+        for node in nodes:
+            text = node.get_content()
+            ents, rels = [], []
+            if "Ada Lovelace" in text and "Charles Babbage" in text:
+                ents = [
+                    EntityNode(name="Ada Lovelace", label="PERSON"),
+                    EntityNode(name="Charles Babbage", label="PERSON"),
+                ]
+                rels = [Relation(label="WORKED_WITH", source_id="Ada Lovelace", target_id="Charles Babbage")]
+            node.metadata[KG_NODES_KEY] = ents
+            node.metadata[KG_RELATIONS_KEY] = rels
+        return nodes
+
+
+def test_graph_store_does_not_double_what_llama_index_extracted(
+    li_kb: KhoraSync, li_namespace, documents, embed_model
+):
+    store = KhoraPropertyGraphStore(li_kb, namespace=li_namespace)  # khora_extraction off by default
+    PropertyGraphIndex.from_documents(
+        documents[:1], property_graph_store=store, kg_extractors=[_RuleExtractor()], embed_model=embed_model
+    )
+    ns = li_namespace
+    edges = store.get_triplets(entity_names=["Ada Lovelace", "Charles Babbage"])
+    assert [(t[0].name, t[1].label, t[2].name) for t in edges] == [
+        ("Ada Lovelace", "WORKED_WITH", "Charles Babbage")
+    ]
+    assert {n.id for n in store.get() if not isinstance(n, ChunkNode)} == {"Ada Lovelace", "Charles Babbage"}
+    stats = li_kb.stats(ns)
+    assert (stats.documents, stats.entities, stats.relationships) == (1, 2, 1)
+    assert "Ada Lovelace" in li_kb.recall("Who wrote the first algorithm?", namespace=ns).chunks[0].content
+
+    # With Khora's extractor on, the same text gains Khora's own entities (what doubled relations).
+    other_ns = f"{ns}-khora"
+    both = KhoraPropertyGraphStore(li_kb, namespace=other_ns, khora_extraction=True)
+    try:
+        PropertyGraphIndex.from_documents(
+            documents[:1],
+            property_graph_store=both,
+            kg_extractors=[_RuleExtractor()],
+            embed_model=embed_model,
+        )
+        names = {n.id for n in both.get() if not isinstance(n, ChunkNode)}
+        assert {"Ada Lovelace", "Charles Babbage"} < names  # Khora found more (Analytical Engine, London...)
+    finally:
+        li_kb.delete_namespace(other_ns)
 
 
 def test_delete_by_relation_label_keeps_entities_and_other_relations(

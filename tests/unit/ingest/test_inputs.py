@@ -152,3 +152,10 @@ def test_metadata_depth_and_cycles_are_refused_without_recursion_error() -> None
 def test_dates_at_the_calendar_edges_are_refused(value: object) -> None:
     with pytest.raises(InvalidInputError, match="date range"):
         to_utc(value, "occurred_at")
+
+
+def test_extract_is_a_bool_that_defaults_to_true():
+    assert prepare_input(CFG, content="x").extract is True
+    assert prepare_input(CFG, content="x", extract=False).extract is False
+    with pytest.raises(InvalidInputError, match="extract"):
+        prepare_input(CFG, content="x", extract="no")
