@@ -45,8 +45,11 @@ class KhoraVectorStore(VectorStore):
     ``Document`` per stored document, with its full text, your metadata and its id. When a
     document has several chunks, its best chunk decides its rank and score.
 
-    Scores from ``similarity_search_with_score`` are cosine similarities clamped to
-    ``[0, 1]`` (higher is more similar), so they are also the relevance scores.
+    Scores from ``similarity_search_with_score`` (and the ``*_with_score_by_vector``
+    methods) are cosine **similarities** clamped to ``[0, 1]``: higher is more similar, and
+    they are also the relevance scores. This differs from langchain-postgres ``PGVector``,
+    whose scores are cosine **distances** (lower is more similar); for a document with a
+    non-negative cosine, PGVector's distance is ``1 - score``.
 
     Filters take the PGVector dialect (``{"tier": {"$in": ["gold"]}}``) and select what
     langchain-postgres ``PGVector`` selects: keys are your own metadata keys, taken
@@ -272,6 +275,20 @@ class KhoraVectorStore(VectorStore):
         pairs = await self._ref.acall(lambda kb: self._search(kb, None, embedding, k, filter))
         return [doc for doc, _ in pairs]
 
+    def similarity_search_with_score_by_vector(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """The ``k`` documents most similar to a query vector, each with its cosine
+        similarity in [0, 1] (not a distance, see the class docstring). The vector searches
+        Khora's vector index as given; it must come from the store's embedder."""
+        return self._ref.call(lambda kb: self._search(kb, None, embedding, k, filter))
+
+    async def asimilarity_search_with_score_by_vector(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """See ``similarity_search_with_score_by_vector``."""
+        return await self._ref.acall(lambda kb: self._search(kb, None, embedding, k, filter))
+
     async def _mmr(
         self,
         kb: Khora,
@@ -281,7 +298,7 @@ class KhoraVectorStore(VectorStore):
         fetch_k: int,
         lambda_mult: float,
         filter: Any,
-    ) -> list[Document]:
+    ) -> list[tuple[Document, float]]:
         if vector is None:
             vector = await kb.engine.embedder.embed_query(str(query))
         hits = await self._vector_hits(kb, vector, max(k, fetch_k), filter)
@@ -300,7 +317,7 @@ class KhoraVectorStore(VectorStore):
         chosen = maximal_marginal_relevance(
             np.asarray(vector, dtype=float), vectors, lambda_mult=lambda_mult, k=k
         )
-        return [self._to_langchain(hits[i][0]) for i in chosen]
+        return [(self._to_langchain(hits[i][0]), _relevance(hits[i][1].score)) for i in chosen]
 
     def max_marginal_relevance_search(
         self,
@@ -316,7 +333,8 @@ class KhoraVectorStore(VectorStore):
         Each document is represented by its best chunk's vector; ``lambda_mult`` of 1 is
         pure relevance, 0 maximum diversity.
         """
-        return self._ref.call(lambda kb: self._mmr(kb, query, None, k, fetch_k, lambda_mult, filter))
+        pairs = self._ref.call(lambda kb: self._mmr(kb, query, None, k, fetch_k, lambda_mult, filter))
+        return [doc for doc, _ in pairs]
 
     async def amax_marginal_relevance_search(
         self,
@@ -328,7 +346,8 @@ class KhoraVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """See ``max_marginal_relevance_search``."""
-        return await self._ref.acall(lambda kb: self._mmr(kb, query, None, k, fetch_k, lambda_mult, filter))
+        pairs = await self._ref.acall(lambda kb: self._mmr(kb, query, None, k, fetch_k, lambda_mult, filter))
+        return [doc for doc, _ in pairs]
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -340,7 +359,8 @@ class KhoraVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """See ``max_marginal_relevance_search``; starts from a query vector."""
-        return self._ref.call(lambda kb: self._mmr(kb, None, embedding, k, fetch_k, lambda_mult, filter))
+        pairs = self._ref.call(lambda kb: self._mmr(kb, None, embedding, k, fetch_k, lambda_mult, filter))
+        return [doc for doc, _ in pairs]
 
     async def amax_marginal_relevance_search_by_vector(
         self,
@@ -352,6 +372,34 @@ class KhoraVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """See ``max_marginal_relevance_search``; starts from a query vector."""
+        pairs = await self._ref.acall(
+            lambda kb: self._mmr(kb, None, embedding, k, fetch_k, lambda_mult, filter)
+        )
+        return [doc for doc, _ in pairs]
+
+    def max_marginal_relevance_search_with_score_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """``max_marginal_relevance_search_by_vector`` with each picked document's cosine
+        similarity to the query vector in [0, 1] (not a distance), in the order MMR picked them."""
+        return self._ref.call(lambda kb: self._mmr(kb, None, embedding, k, fetch_k, lambda_mult, filter))
+
+    async def amax_marginal_relevance_search_with_score_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """See ``max_marginal_relevance_search_with_score_by_vector``."""
         return await self._ref.acall(
             lambda kb: self._mmr(kb, None, embedding, k, fetch_k, lambda_mult, filter)
         )

@@ -185,6 +185,27 @@ def test_vector_store_search_scores_filters_mmr(lc_kb, fresh_namespace):
 
     vector = store.embeddings.embed_query("Sourdough starter")
     assert store.similarity_search_by_vector(vector, k=1)[0].id == "bread"
+    # A query vector gives the same documents and scores as the text it embeds.
+    by_text = store.similarity_search_with_score("Who designed the Analytical Engine?", k=4)
+    by_vector = store.similarity_search_with_score_by_vector(
+        store.embeddings.embed_query("Who designed the Analytical Engine?"), k=4
+    )
+    assert [d.id for d, _ in by_vector] == [d.id for d, _ in by_text]
+    assert [s for _, s in by_vector] == pytest.approx([s for _, s in by_text])
+    filtered = store.similarity_search_with_score_by_vector(vector, k=4, filter={"topic": "computing"})
+    assert {d.id for d, _ in filtered} == {"engine", "cards"}
+    engine_vector = store.embeddings.embed_query("Analytical Engine")
+    picked = store.max_marginal_relevance_search_with_score_by_vector(
+        engine_vector, k=2, fetch_k=4, lambda_mult=0.2
+    )
+    assert [d.id for d, _ in picked] == [
+        d.id
+        for d in store.max_marginal_relevance_search_by_vector(engine_vector, k=2, fetch_k=4, lambda_mult=0.2)
+    ]
+    similarity = {d.id: s for d, s in store.similarity_search_with_score_by_vector(engine_vector, k=4)}
+    assert all(
+        s == pytest.approx(similarity[d.id]) for d, s in picked
+    )  # a similarity to the query, not a distance
 
     mmr = store.max_marginal_relevance_search("Analytical Engine", k=2, fetch_k=4, lambda_mult=0.2)
     assert len(mmr) == 2 and len({d.id for d in mmr}) == 2
@@ -204,6 +225,10 @@ async def test_vector_store_async_twins_and_from_texts(lc_kb, fresh_namespace):
     assert [d.id for d in await store.asimilarity_search("x", k=2, filter={"who": "babbage"})] == ["b"]
     vector = await store.embeddings.aembed_query("Difference Engine")
     assert [d.id for d in await store.asimilarity_search_by_vector(vector, k=1)] == ["b"]
+    (best,) = await store.asimilarity_search_with_score_by_vector(vector, k=1)
+    assert best[0].id == "b" and 0.0 < best[1] <= 1.0
+    picked = await store.amax_marginal_relevance_search_with_score_by_vector(vector, k=2, fetch_k=2)
+    assert {d.id for d, _ in picked} == {"a", "b"} and picked[0][1] == pytest.approx(best[1])
     assert len(await store.amax_marginal_relevance_search("Engine", k=2, fetch_k=2)) == 2
     await store.adelete(["a"])
     assert await store.aget_by_ids(["a", "b"]) == [
