@@ -291,11 +291,15 @@ class VectorCypherConfig(BaseModel):
     #: An entry entity mentioned in more than this share of the namespace's chunks counts
     #: as common and its evidence is discounted (``fusion.entity_specificity``); 1.0: off.
     graph_common_entity_share: float = Field(default=0.05, gt=0.0, le=1.0)
+    #: In fusion, the graph channel's evidence quality is capped at this for a question routed
+    #: COMPLEX only because it names two or more things, with no multi-hop, comparison or
+    #: relationship wording (``retrieval.ranking.graph_fusion_quality``); 1.0: no cap.
+    graph_quality_without_hop_wording: float = Field(default=0.6, ge=0.0, le=1.0)
     #: How the graph channel ranks the passages it reaches on unfiltered recalls: ``"walk"``
     #: is personalized PageRank over the question's passage-entity graph, restarting at its
     #: entities and nearest passages (``retrieval.ppr``); ``"evidence"`` scores each passage
     #: by the entry entities it names times its relevance to the question.
-    graph_scoring: Literal["walk", "evidence"] = "walk"
+    graph_scoring: Literal["walk", "evidence"] = "evidence"
     #: The walk's probability of following an edge rather than restarting.
     graph_walk_damping: float = Field(default=0.5, gt=0.0, lt=1.0)
     #: Share of the walk's restart mass on the nearest passages (the rest on the question's

@@ -23,7 +23,7 @@ from khora_core.retrieval.channels import ChannelResult
 from khora_core.retrieval.hyde import HYDE_WEIGHT_FACTOR
 from khora_core.retrieval.mmr import mmr_order
 from khora_core.retrieval.recency import apply_recency, apply_window_boost, event_time, recency_scores
-from khora_core.retrieval.router import RoutingDecision
+from khora_core.retrieval.router import QueryComplexity, RoutingDecision
 from khora_core.retrieval.understand import QueryUnderstanding
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ __all__ = [
     "fill_embeddings",
     "fuse_and_boost",
     "gate",
+    "graph_fusion_quality",
     "lone_vector_pool",
     "mmr_window",
     "recency_head",
@@ -128,7 +129,9 @@ def fuse_and_boost(
     weights["hyde"] = weights.get("vector", vc.fusion_vector_weight) * HYDE_WEIGHT_FACTOR
     quality: dict[str, float] = {}
     if "graph" in results:
-        quality["graph"] = float(results["graph"].info.get("quality", 0.0))
+        quality["graph"] = graph_fusion_quality(
+            float(results["graph"].info.get("quality", 0.0)), decision, vc
+        )
     if lists.get("keyword"):
         quality["keyword"] = fusion.keyword_quality(query, cands[lists["keyword"][0][0]].chunk.content)
     policy = fusion.FusionPolicy(k=vc.fusion_rrf_k, normalized=vc.fusion_normalized)
@@ -159,6 +162,21 @@ def fuse_and_boost(
         vector_confident=confident,
         window_boosted=boosted,
     )
+
+
+def graph_fusion_quality(quality: float, decision: RoutingDecision, vc: VectorCypherConfig) -> float:
+    """The graph channel's evidence quality as fusion weighs it.
+
+    A question routed COMPLEX only because it names two or more things ("What did Maria
+    say about the waterfall in Oregon?") asks about those things, not about a path between
+    them: the graph may add chunks, but at most ``graph_quality_without_hop_wording`` of its
+    weight, so its list does not push the vector channel's best hits out. Multi-hop or
+    comparison wording ("the country where ...", "which came first") keeps the full quality.
+    """
+    worded = any(r.startswith(("multi_hop", "comparison", "relationship")) for r in decision.reasons)
+    if decision.complexity is QueryComplexity.COMPLEX and not worded:
+        return min(quality, vc.graph_quality_without_hop_wording)
+    return quality
 
 
 def date_windows(understanding: QueryUnderstanding) -> list[Any]:

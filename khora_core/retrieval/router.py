@@ -88,6 +88,12 @@ _QUESTION_WORDS = frozenset("what which who whom whose where when how".split())
 _AUX = frozenset("is was are were did does do has have had".split())
 _RELATIVE = frozenset("that who which whose where".split())
 _ARTICLES = frozenset("the a an".split())
+#: "the name of X's child" is X's child: a name or title is a label, not a further hop.
+_NAMING = frozenset("name names title titles".split())
+_DETERMINERS = _ARTICLES | frozenset("another any each every some".split())
+#: What follows "is"/"was" in a reduced relative clause: "the country X is from", "the
+#: company X is part of", "the town X was born in".
+_CLAUSE_TAILS = frozenset("from in of at on for part located based born".split())
 _RELATIONSHIP_WORDS = frozenset(
     "relationship connection collaborate collaborated collaborates collaborating collaboration "
     "colleague colleagues teammate teammates".split()
@@ -143,9 +149,11 @@ def _comparison(raw: list[str], low: list[str]) -> str | None:
 def _multi_hop(raw: list[str], low: list[str]) -> str | None:
     """Wording that reaches an answer through another thing (the spec's "nested
     references"): multi-hop words, a chain of "of" ("the birthplace of the author of X"), a
-    chain of possessives ("X's manager's team"), a thing picked out by a relative clause
-    ("the team that shipped X"), and an attribute of a role holder ("What nationality is
-    the director of X?", "Where was the author of X born?")."""
+    chain of possessives ("X's manager's team") or of a possessive and "of" ("X's city of
+    birth", "the spouse of X's director"), a thing picked out by a relative clause ("the
+    team that shipped X"), or by a reduced one ("the country X is from"), and an attribute
+    of a role holder ("What nationality is the director of X?", "Where was the author of X
+    born?")."""
     for i, word in enumerate(low):
         if word in _MULTI_HOP_WORDS:
             return word
@@ -160,10 +168,31 @@ def _multi_hop(raw: list[str], low: list[str]) -> str | None:
     for a, b in pairwise(possessive):
         if b - a <= 2:
             return "'s ... 's"
+    for p in possessive:
+        # "What is X's style of dance?" asks for the phrase itself (one hop); "Which hotel is
+        # in X's city of birth?" asks about what it names
+        asked_itself = p == 2 and low[0] in _QUESTION_WORDS and low[1] in _AUX
+        if "of" in low[p + 1 : p + 4] and not asked_itself:
+            return "'s ... of"
+        before = low[max(0, p - 4) : p]
+        if "of" in before and not _NAMING.intersection(before):
+            return "of ... 's"
+        # an event of a named thing's relation: "When did X's mother die?"
+        words = [w for w in low[p + 1 :] if w != "?"]
+        if len(low) > 1 and low[1] in ("did", "does", "do") and len(words) == 2:
+            return f"did ... 's {words[0]} {words[1]}"
+    for i in range(1, len(low) - 2):
+        # a reduced relative clause: "the <noun> <Name> is/was <from|in|part|born...>"
+        if low[i - 1] in _ARTICLES and not _capitalised(raw[i]) and _capitalised(raw[i + 1]):
+            j = i + 1
+            while j < len(raw) and _capitalised(raw[j]):
+                j += 1
+            if j + 1 < len(low) and low[j] in ("is", "was", "are", "were") and low[j + 1] in _CLAUSE_TAILS:
+                return f"the {low[i]} ... {low[j]} {low[j + 1]}"
     for i in range(2, len(low) - 1):
         # "the <noun> that/who/which/whose/where <verb ...>", after the question's opening
-        if low[i - 2] in _ARTICLES and low[i] in _RELATIVE and not _capitalised(raw[i - 1]):
-            if i + 1 < len(low) and low[i + 1] not in _AUX | {"?"}:
+        if low[i - 2] in _DETERMINERS and low[i] in _RELATIVE and not _capitalised(raw[i - 1]):
+            if i + 1 < len(low) and low[i + 1] != "?":
                 return f"the {low[i - 1]} {low[i]}"
     # an attribute of a role holder: "<wh> <noun> <aux> the <role> of", "<wh> <aux> the <role> of ... <verb>?"
     if len(low) >= 5 and low[0] in _QUESTION_WORDS:

@@ -127,3 +127,21 @@ def test_a_lone_vector_list_is_fetched_only_as_deep_as_the_later_stages_reach() 
     assert pool(["vector"], hyde=True) == 50
     assert pool(["vector"], dated) == 50
     assert pool(["vector"], window=(T0, None)) == 50
+
+
+def test_graph_quality_is_capped_for_questions_that_only_name_things() -> None:
+    """COMPLEX only by naming two things: the graph's quality is capped; multi-hop or
+    comparison wording keeps it whole; the cap is a setting (1.0 turns it off)."""
+    from khora_core.config import VectorCypherConfig
+    from khora_core.retrieval.ranking import graph_fusion_quality
+    from khora_core.retrieval.router import QueryComplexity, route
+
+    vc = VectorCypherConfig()
+    named = route("What did Maria say about Oregon?", vc, entity_mentions=["Maria", "Oregon"])
+    worded = route("Which river runs through the city where Maria was born?", vc, entity_mentions=["Maria"])
+    assert named.complexity is worded.complexity is QueryComplexity.COMPLEX
+    assert graph_fusion_quality(0.9, named, vc) == vc.graph_quality_without_hop_wording < 0.9
+    assert graph_fusion_quality(0.3, named, vc) == 0.3
+    assert graph_fusion_quality(0.9, worded, vc) == 0.9
+    off = VectorCypherConfig(graph_quality_without_hop_wording=1.0)
+    assert graph_fusion_quality(0.9, named, off) == 0.9

@@ -45,6 +45,12 @@ _NESTED = [
     "Which city hosts the company that acquired Globex?",  # a relative clause
     "What do the two projects have in common?",
     "Which was founded first, Acme or Globex?",  # an alternative question
+    "Which hospital is in Ana Lind's city of birth?",  # a possessive, then "of"
+    "Who is the sister of Bob Stone's business partner?",  # "of", then a possessive
+    "Which language is spoken in the country Ana Lind is from?",  # a reduced relative clause
+    "Which coach trained another player who won the cup?",
+    "When did Ana Lind's brother retire?",  # an event of a named thing's relation
+    "Which league has a team that was founded in 1901?",
 ]
 _ONE_HOP = [
     "What is the capital of France?",
@@ -54,6 +60,11 @@ _ONE_HOP = [
     "What did Caroline paint last summer?",
     "Where did Melanie go camping?",
     "When was the Treaty of Versailles signed?",
+    "What is Acme's policy on travel?",
+    "Where is the band Queen based?",
+    "When did the band release its first album?",
+    "What is Ana's favorite style of music?",  # asks for the phrase itself
+    "What is the name of Ana's dog?",
 ]
 
 
