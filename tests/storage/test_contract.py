@@ -775,16 +775,13 @@ async def test_a_title_is_searched_with_its_chunks(
 async def test_the_graph_walk_reaches_the_second_hop_through_a_shared_entity(
     kb: Khora, namespace: str, embedder
 ) -> None:
-    """The walk (``graph_scoring="walk"``, the default) restarts at the nearest passage and
-    reaches, through the entity they share (Halcyon Bio), the passage that answers the second
-    hop; a passage sharing nothing with them is not reached."""
+    """The walk (``graph_scoring="walk"``) restarts at the nearest passage and reaches,
+    through the entity they share (Halcyon Bio), the passage that answers the second hop; a
+    passage sharing nothing with them is not reached."""
     from khora_core.retrieval.ppr import walk_passages
 
     ids = await _load(kb, namespace)
     question = "Who leads the project at the company Maya Chen came from?"
-    result = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=5)
-    info = result.engine_info["channels"]["graph"]
-    assert info["scoring"] == "walk" and info["walk"]["passages"] >= 2
     stack = kb._stack
     qvec = await embedder.embed_query(question)
     nearest = (await stack.vectors.search(namespace, qvec, limit=1)).hits
