@@ -773,7 +773,7 @@ async def test_a_title_is_searched_with_its_chunks(
 
 
 async def test_the_graph_walk_reaches_the_second_hop_through_a_shared_entity(
-    kb: Khora, namespace: str, embedder
+    kb: Khora, namespace: str, embedder, khora_config
 ) -> None:
     """The walk (``graph_scoring="walk"``) restarts at the nearest passage and reaches,
     through the entity they share (Halcyon Bio), the passage that answers the second hop; a
@@ -793,3 +793,11 @@ async def test_the_graph_walk_reaches_the_second_hop_through_a_shared_entity(
     reached = {docs[c]: m for c, m in mass.items()}
     assert reached[ids["doc-1"]] > reached[ids["doc-2"]] > 0
     assert ids["doc-3"] not in reached
+    walking = khora_config.model_copy(
+        update={"vectorcypher": khora_config.vectorcypher.model_copy(update={"graph_scoring": "walk"})}
+    )
+    async with Khora(config=walking, embedder=embedder) as walker:
+        result = await walker.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=5)
+    info = result.engine_info["channels"]["graph"]
+    assert info["scoring"] == "walk" and info["walk"]["passages"] >= 2
+    assert {c.document_id for c in result.chunks} >= {ids["doc-1"], ids["doc-2"]}
