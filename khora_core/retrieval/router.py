@@ -88,8 +88,9 @@ _QUESTION_WORDS = frozenset("what which who whom whose where when how".split())
 _AUX = frozenset("is was are were did does do has have had".split())
 _RELATIVE = frozenset("that who which whose where".split())
 _ARTICLES = frozenset("the a an".split())
-#: "the name of X's child" is X's child: a name or title is a label, not a further hop.
-_NAMING = frozenset("name names title titles".split())
+#: "the name of X's child" is X's child: a name or title is a label, not a further hop; and
+#: "one of X's hobbies" picks from X's hobbies (a partitive), it does not follow a relation.
+_NAMING = frozenset("name names title titles one some any each all none most many several few".split())
 _DETERMINERS = _ARTICLES | frozenset("another any each every some".split())
 #: What follows "is"/"was" in a reduced relative clause: "the country X is from", "the
 #: company X is part of", "the town X was born in".
@@ -159,7 +160,7 @@ def _multi_hop(raw: list[str], low: list[str]) -> str | None:
             return word
         if word == "in" and i + 1 < len(low) and low[i + 1] == "common":
             return "in common"
-    ofs = [i for i, w in enumerate(low) if w == "of"]
+    ofs = [i for i, w in enumerate(low) if w == "of" and not (i > 0 and low[i - 1] in _NAMING)]
     for a, b in pairwise(ofs):
         between = [w for w in low[a + 1 : b] if w not in _ARTICLES]
         if 1 <= len(between) <= 2:
@@ -171,7 +172,12 @@ def _multi_hop(raw: list[str], low: list[str]) -> str | None:
     for p in possessive:
         # "What is X's style of dance?" asks for the phrase itself (one hop); "Which hotel is
         # in X's city of birth?" asks about what it names
-        asked_itself = p == 2 and low[0] in _QUESTION_WORDS and low[1] in _AUX
+        asked_itself = (
+            len(low) > 2
+            and low[0] in _QUESTION_WORDS
+            and low[1] in _AUX
+            and (p == 2 or (p == 4 and low[2] in _NAMING and low[3] == "of"))
+        )
         if "of" in low[p + 1 : p + 4] and not asked_itself:
             return "'s ... of"
         before = low[max(0, p - 4) : p]

@@ -65,6 +65,7 @@ _ONE_HOP = [
     "When did the band release its first album?",
     "What is Ana's favorite style of music?",  # asks for the phrase itself
     "What is the name of Ana's dog?",
+    "What is one of Ana's favorite kinds of tea?",  # a partitive, not a relation
 ]
 
 
