@@ -1,4 +1,4 @@
-"""LlamaIndex integration: ``KhoraRetriever``, ``KhoraPropertyGraphStore``, filter
+"""LlamaIndex integration: ``KhoraRetriever``, ``KhoraVectorStore``, ``KhoraPropertyGraphStore``, filter
 translation both ways, embeddings both ways and instrumentation events.
 
 Needs the ``llamaindex`` extra (``pip install 'khora-memory[llamaindex]'``)::
@@ -35,6 +35,7 @@ from khora_integrations.llama_index.graph_store import (
 )
 from khora_integrations.llama_index.memory import KhoraMemoryBlock
 from khora_integrations.llama_index.retriever import KhoraRetriever
+from khora_integrations.llama_index.vector_store import KhoraVectorStore
 
 __all__ = [
     "KhoraAbstentionEvent",
@@ -43,6 +44,7 @@ __all__ = [
     "KhoraMemoryBlock",
     "KhoraPropertyGraphStore",
     "KhoraRetriever",
+    "KhoraVectorStore",
     "LlamaIndexEmbedder",
     "ReadOnlyQueryError",
     "UnsupportedGraphOperationError",

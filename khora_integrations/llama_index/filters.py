@@ -41,6 +41,7 @@ numbers.
 
 from __future__ import annotations
 
+import operator as _op
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +55,7 @@ from llama_index.core.vector_stores.types import (
 from khora_core.errors import RecallFilterUnsupportedError, RecallFilterValidationError
 from khora_core.filters import RecallFilter
 from khora_core.filters.ast import And, DateValue, Leaf, Node, Nor, Not, Or
+from khora_core.filters.tree import metadata_key
 from khora_core.models import SYSTEM_DATE_KEYS, SYSTEM_STRING_KEYS
 
 __all__ = [
@@ -81,6 +83,8 @@ _UNSUPPORTED = {
     FilterOperator.ALL: "array membership (the stored array contains all of the values)",
 }
 _MATCH_NOTHING: dict[str, Any] = {"$nor": [{}]}  # "none of [match everything]"
+#: Python's order between a stored boolean (an ``int`` in Python) and a number operand.
+_PY_ORDER = {"$gt": _op.gt, "$gte": _op.ge, "$lt": _op.lt, "$lte": _op.le}
 
 
 def _invalid(path: str, code: str, message: str) -> RecallFilterValidationError:
@@ -90,14 +94,25 @@ def _invalid(path: str, code: str, message: str) -> RecallFilterValidationError:
 # -- MetadataFilters -> RecallFilter -------------------------------------------------------
 
 
-def _khora_key(key: Any, path: str) -> str:
+def _khora_key(key: Any, path: str, node_metadata: bool) -> str:
     if not isinstance(key, str) or not key:
         raise _invalid(path, "unknown_key", f"a filter key must be a non-empty string, got {key!r}")
+    if node_metadata:  # the node's own top-level key, whatever its name
+        return metadata_key(key)
     if key.startswith("$"):
         raise _invalid(path, "bad_operator", f"{key!r} looks like an operator, not a metadata key")
     if key in _SYSTEM_KEYS or key == "metadata" or key.startswith(_PREFIX):
         return key
     return _PREFIX + key
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bools_equal_to(values: list[Any]) -> list[bool]:
+    """The booleans Python's ``==`` finds among ``values`` (``True == 1``, ``False == 0.0``)."""
+    return [b for b in (False, True) if any(_is_number(v) and v == b for v in values)]
 
 
 def _operand(key: str, value: Any) -> Any:
@@ -116,8 +131,8 @@ def _empty_values(key: str) -> list[Any]:
     return [None, "", []]
 
 
-def _leaf_to_khora(leaf: MetadataFilter, path: str) -> dict[str, Any]:
-    key = _khora_key(leaf.key, f"{path}.key")
+def _leaf_to_khora(leaf: MetadataFilter, path: str, node_metadata: bool) -> dict[str, Any]:
+    key = _khora_key(leaf.key, f"{path}.key", node_metadata)
     op = FilterOperator(leaf.operator)
     value = leaf.value
     if op in _UNSUPPORTED:
@@ -138,21 +153,40 @@ def _leaf_to_khora(leaf: MetadataFilter, path: str) -> dict[str, Any]:
             f"{op.value!r} with the value None matches nothing in LlamaIndex; "
             "use FilterOperator.IS_EMPTY for 'missing or null'",
         )
+    # Python compares a stored boolean with a number as 0 or 1; Khora's comparisons are
+    # typed, so the booleans LlamaIndex would match are named explicitly (metadata only:
+    # system keys hold strings and dates).
+    on_metadata = key not in _SYSTEM_KEYS
     if op in _MEMBERSHIP:
         if not isinstance(value, list):
             raise _invalid(path, "bad_operand", f"{op.value!r} takes a list of values, got {value!r}")
-        return {key: {_MEMBERSHIP[op]: [_operand(key, v) for v in value]}}
-    return {key: {_COMPARISONS[op]: _operand(key, value)}}
+        members: list[Any] = [_operand(key, v) for v in value if v is not None]  # None: never in
+        if on_metadata:
+            members += _bools_equal_to(members)
+        if not members:  # x in [] is False, x not in [] is True
+            return dict(_MATCH_NOTHING) if op == FilterOperator.IN else {}
+        return {key: {_MEMBERSHIP[op]: members}}
+    comparison = _COMPARISONS[op]
+    if on_metadata and _is_number(value):
+        if comparison in ("$eq", "$ne"):
+            bools = _bools_equal_to([value])
+            if bools:
+                return {key: {"$in" if comparison == "$eq" else "$nin": [value, *bools]}}
+        elif comparison in _PY_ORDER:
+            bools = [b for b in (False, True) if _PY_ORDER[comparison](b, value)]
+            if bools:
+                return {"$or": [{key: {comparison: value}}, {key: {"$in": bools}}]}
+    return {key: {comparison: _operand(key, value)}}
 
 
-def _filters_to_khora(filters: MetadataFilters, path: str) -> dict[str, Any]:
+def _filters_to_khora(filters: MetadataFilters, path: str, node_metadata: bool) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     for i, item in enumerate(filters.filters):
         item_path = f"{path}.filters[{i}]" if path else f"filters[{i}]"
         if isinstance(item, MetadataFilters):
-            parts.append(_filters_to_khora(item, item_path))
+            parts.append(_filters_to_khora(item, item_path, node_metadata))
         else:
-            parts.append(_leaf_to_khora(item, item_path))
+            parts.append(_leaf_to_khora(item, item_path, node_metadata))
     condition = FilterCondition(filters.condition or FilterCondition.AND)
     if condition == FilterCondition.OR:
         if not parts:
@@ -169,11 +203,18 @@ def _filters_to_khora(filters: MetadataFilters, path: str) -> dict[str, Any]:
 
 def metadata_filters_to_recall_filter(
     filters: MetadataFilters | MetadataFilter | None,
+    *,
+    node_metadata: bool = False,
 ) -> dict[str, Any] | None:
     """Translate LlamaIndex ``MetadataFilters`` into a ``RecallFilter`` dict.
 
     Args:
         filters: a ``MetadataFilters`` (any nesting), a single ``MetadataFilter`` or ``None``.
+        node_metadata: every key is a top-level key of the stored metadata, taken literally
+            (``"created_at"``, ``"a.b"`` and ``"page label"`` included), as LlamaIndex's
+            ``SimpleVectorStore`` reads a node's metadata; ``KhoraVectorStore`` filters this
+            way. When False, a system key name (``title``, ``created_at``, ...) means Khora's
+            system field and a dotted key is a nested metadata path.
 
     Returns:
         A validated dict for ``RecallFilter.parse`` / ``Khora.recall(filter=...)``; ``None``
@@ -191,26 +232,29 @@ def metadata_filters_to_recall_filter(
         filters = MetadataFilters(filters=[filters])
     if not isinstance(filters, MetadataFilters):
         raise _invalid("", "bad_operand", f"expected MetadataFilters, got {type(filters).__name__}")
-    result = _filters_to_khora(filters, "")
+    if not filters.filters:  # LlamaIndex: no filters select everything, whatever the condition
+        return None
+    result = _filters_to_khora(filters, "", node_metadata)
     if not result:
         return None
     RecallFilter.parse(result)  # fail here, naming the filter, not later inside recall()
     return result
 
 
-def to_recall_filter(value: Any) -> RecallFilter | None:
+def to_recall_filter(value: Any, *, node_metadata: bool = False) -> RecallFilter | None:
     """A ``RecallFilter`` from what an integration user may pass as a filter.
 
     Args:
         value: ``MetadataFilters``/``MetadataFilter`` (translated), a ``RecallFilter``, a
             ``RecallFilter`` dict, or ``None``/``{}``.
+        node_metadata: see ``metadata_filters_to_recall_filter``.
 
     Raises:
         RecallFilterUnsupportedError: see ``metadata_filters_to_recall_filter``.
         RecallFilterValidationError: the filter is malformed.
     """
     if isinstance(value, (MetadataFilters, MetadataFilter)):
-        value = metadata_filters_to_recall_filter(value)
+        value = metadata_filters_to_recall_filter(value, node_metadata=node_metadata)
     if value is None or (isinstance(value, Mapping) and not value):
         return None
     return RecallFilter.parse(value)
