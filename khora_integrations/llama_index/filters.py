@@ -12,8 +12,13 @@ LlamaIndex                          RecallFilter
                                     already ``metadata``/``metadata.<path>``; a dotted
                                     key is a nested metadata path
 ``==`` ``!=`` ``>`` ``>=`` ``<``    ``$eq`` ``$ne`` ``$gt`` ``$gte`` ``$lt`` ``$lte``
-``<=``                              (a string on a system date key is a ``$date``)
-``in`` / ``nin`` (a list)           ``$in`` / ``$nin``
+``<=``                              (a string on a system date key is a ``$date``); a
+                                    number also names the stored booleans Python's
+                                    ``==``/``<`` equate with 0 and 1
+``in`` / ``nin`` (a list)           ``$in`` / ``$nin`` (``None`` members dropped: a
+                                    missing or null value is never ``in``; ``in []``
+                                    matches nothing, ``nin []`` everything)
+no filters (any condition)          no constraint (LlamaIndex selects every node)
 ``is_empty``                        missing, ``null``, ``""`` or ``[]``: an ``$or`` of
                                     null-or-missing and the empty values the key's type
                                     can hold
