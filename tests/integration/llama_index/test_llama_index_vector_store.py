@@ -185,7 +185,7 @@ def parity_stores(li_kb: KhoraSync, embed_model: KhoraEmbedding) -> Any:
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=f"r{i % 3}")
         node.embedding = embed_model.get_text_embedding(node.get_content())
         nodes.append(node)
-    namespace = li_kb.create_namespace("li-parity", namespace_id=f"li-parity-{id(nodes):x}").namespace_id
+    namespace = li_kb.create_namespace("li-parity", namespace=f"li-parity-{id(nodes):x}").namespace_id
     khora = KhoraVectorStore(li_kb, namespace=namespace)
     khora.add(nodes)
     simple = SimpleVectorStore()
