@@ -56,6 +56,7 @@ import numpy as np
 from benchmarks._common import CACHE, STACK_CHOICES, pct, print_table, stack_configs
 from benchmarks._corpora import CORPORA, passages, questions
 from khora_core import Khora
+from khora_core.errors import KhoraError
 from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
 
 DIM = 384
@@ -383,7 +384,10 @@ async def run_stack(name: str, cfg: Any, gen_inputs: dict[str, Any], args: argpa
             )
             if cut:
                 break
-        await kb.delete_namespace(ns)
+        try:
+            await kb.delete_namespace(ns)
+        except KhoraError as exc:  # report the figures anyway; the error is a finding too
+            print(f"[{name}] delete_namespace failed: {type(exc).__name__}: {str(exc)[:300]}")
     return rows
 
 
