@@ -235,6 +235,9 @@ class QueryConfig(_Section):
     adaptive_limit: bool = True
     #: Candidates fetched per channel before fusion.
     candidate_pool: int = 50
+    #: The longest question ``recall`` accepts, in characters (a longer one raises
+    #: ``InvalidInputError`` at once instead of tying up the event loop).
+    max_question_chars: int = Field(default=10_000, ge=1)
     #: Abstention: fewer chunks than this sets ``chunks_below_min``.
     abstain_min_chunks: int = 1
     #: Abstention: a raw top cosine below this sets ``top_score_low``.

@@ -142,6 +142,12 @@ class RecallPipeline:
         # earlier stage (linking starts while the question is embedded) is not counted twice.
         timings: dict[str, float] = {}
         qc, vc = self.config.query, self.config.vectorcypher
+        if isinstance(query, str) and len(query) > qc.max_question_chars:
+            raise InvalidInputError(
+                f"The question is {len(query):,} characters long; recall takes at most "
+                f"{qc.max_question_chars:,} (QueryConfig.max_question_chars, KHORA_QUERY_MAX_QUESTION_CHARS). "
+                "Put long context in remember() and ask a short question."
+            )
         mode = SearchMode(mode)
         f = _parse_filter(filter)
         if f is not None and time_window is not None:

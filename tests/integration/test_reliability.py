@@ -339,3 +339,21 @@ async def test_recall_racing_forget_raises_nothing_untyped(kb: Khora, ns: str) -
     assert errors == []
     assert sum(counts) >= 3
     assert await _documents(kb, ns) == 0
+
+
+async def test_a_question_longer_than_the_limit_is_refused_at_once(tmp_path) -> None:
+    """A pasted megabyte as a question raises InvalidInputError naming the setting; one at
+    the limit is answered."""
+    from khora_core import Khora, KhoraConfig
+    from khora_core.errors import InvalidInputError
+
+    cfg = KhoraConfig(
+        storage={"data_dir": str(tmp_path), "database_url": None}, query={"max_question_chars": 500}
+    )
+    async with Khora(config=cfg, embedder=RecordingEmbedder(DIM)) as kb:
+        ns = (await kb.create_namespace("long")).namespace_id
+        await kb.remember("Maya Chen leads Northwind Robotics.", namespace=ns)
+        with pytest.raises(InvalidInputError, match="max_question_chars"):
+            await kb.recall("Who leads Northwind? " * 1000, namespace=ns)
+        result = await kb.recall(("Who leads Northwind? " * 30)[:500], namespace=ns)
+        assert result.chunks
