@@ -10,6 +10,12 @@ import pytest
 from khora_core.storage.shared import shared_folders
 
 
+def _under(root: Path) -> dict[str, int]:
+    """The shared stores open under ``root`` (other tests of the session may hold their own)."""
+    prefix = str(root.resolve())
+    return {k: n for k, n in shared_folders().items() if k.startswith(prefix)}
+
+
 def test_adapters_need_no_arguments_and_share_the_default_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -34,7 +40,7 @@ def test_adapters_need_no_arguments_and_share_the_default_folder(
         again = KhoraVectorStore.from_texts(texts)
         opened += [first, again]
         assert again.similarity_search("Who wrote the first algorithm?", k=1)[0].page_content == texts[0]
-        assert shared_folders() == {str((tmp_path / ".khora").resolve()): 2}
+        assert _under(tmp_path) == {str((tmp_path / ".khora").resolve()): 2}
 
         lc = LCRetriever()  # recalls where KhoraVectorStore writes by default
         opened.append(lc)
@@ -59,11 +65,11 @@ def test_adapters_need_no_arguments_and_share_the_default_folder(
         opened.append(chats)
         assert chats.get_keys() == []
 
-        assert shared_folders() == {str((tmp_path / ".khora").resolve()): 7}
+        assert _under(tmp_path) == {str((tmp_path / ".khora").resolve()): 7}
         assert isinstance(
             first.get_by_ids([first.add_documents([LCDocument(page_content="x y z")])[0]])[0], LCDocument
         )
     finally:
         for obj in opened:
             obj.close()
-    assert shared_folders() == {}
+    assert _under(tmp_path) == {}

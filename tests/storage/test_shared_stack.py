@@ -16,7 +16,15 @@ import pytest
 from khora_core import Khora, KhoraConfig, KhoraSync
 from khora_core.errors import ConfigError, StorageError
 from khora_core.storage.shared import shared_folders
+
+
 from tests.fixtures.embedders import RecordingEmbedder
+
+
+def _under(root: Path) -> dict[str, int]:
+    """The shared stores open under ``root`` (other tests of the session may hold their own)."""
+    prefix = str(root.resolve())
+    return {k: n for k, n in shared_folders().items() if k.startswith(prefix)}
 
 
 def _config(folder: Path) -> KhoraConfig:
@@ -53,7 +61,7 @@ async def test_two_khoras_on_one_folder_share_the_store(tmp_path: Path) -> None:
     a = await Khora(config=_config(folder), embedder=RecordingEmbedder()).open()
     b = await Khora(config=_config(folder), embedder=RecordingEmbedder()).open()
     try:
-        assert shared_folders() == {str(folder.resolve()): 2}
+        assert _under(tmp_path) == {str(folder.resolve()): 2}
         ns = (await a.create_namespace("shared", namespace_id="shared-ns")).namespace_id
         await a.remember("Ada Lovelace wrote the first algorithm.", namespace=ns, external_id="ada")
         # b sees a's write at once: one store, one set of caches
@@ -66,11 +74,11 @@ async def test_two_khoras_on_one_folder_share_the_store(tmp_path: Path) -> None:
     finally:
         await a.aclose()
     # closing one Khora leaves the other working
-    assert shared_folders() == {str(folder.resolve()): 1}
+    assert _under(tmp_path) == {str(folder.resolve()): 1}
     assert (await b.stats("shared-ns")).documents == 2
     await b.aclose()
     await b.aclose()  # a second close does nothing
-    assert shared_folders() == {}
+    assert _under(tmp_path) == {}
     # the last close released the folder: another process can open it now
     out = await asyncio.to_thread(_second_process_opens, folder)
     assert "OPENED ['shared-ns']" in out, out
@@ -92,7 +100,7 @@ async def test_sync_and_async_khoras_share_a_folder_across_event_loops(tmp_path:
         assert sync_kb.stats(ns).documents == 3  # the async Khora's close left the store open
     finally:
         sync_kb.close()
-    assert shared_folders() == {}
+    assert _under(tmp_path) == {}
 
 
 async def test_reopening_after_the_last_close_opens_a_fresh_store(tmp_path: Path) -> None:
@@ -101,7 +109,7 @@ async def test_reopening_after_the_last_close_opens_a_fresh_store(tmp_path: Path
         async with Khora(config=_config(folder), embedder=RecordingEmbedder()) as kb:
             await kb.create_namespace(namespace_id=f"round-{round_}")
             assert len(await kb.list_namespaces()) == round_ + 1
-    assert shared_folders() == {}
+    assert _under(tmp_path) == {}
 
 
 async def test_concurrent_first_opens_open_the_store_once(tmp_path: Path) -> None:
@@ -109,12 +117,12 @@ async def test_concurrent_first_opens_open_the_store_once(tmp_path: Path) -> Non
     kbs = [Khora(config=_config(folder), embedder=RecordingEmbedder()) for _ in range(4)]
     await asyncio.gather(*(kb.open() for kb in kbs))
     try:
-        assert shared_folders() == {str(folder.resolve()): 4}
+        assert _under(tmp_path) == {str(folder.resolve()): 4}
         stacks = {id(kb.engine.stack.shared) for kb in kbs}
         assert len(stacks) == 1
     finally:
         await asyncio.gather(*(kb.aclose() for kb in kbs))
-    assert shared_folders() == {}
+    assert _under(tmp_path) == {}
 
 
 async def test_another_dimension_on_an_open_folder_is_a_config_error(tmp_path: Path) -> None:
@@ -122,8 +130,8 @@ async def test_another_dimension_on_an_open_folder_is_a_config_error(tmp_path: P
     async with Khora(config=_config(folder), embedder=RecordingEmbedder(16)):
         with pytest.raises(ConfigError, match="16-dimension embeddings, not 8"):
             await Khora(config=_config(folder), embedder=RecordingEmbedder(8)).open()
-        assert shared_folders() == {str(folder.resolve()): 1}  # the refused open holds nothing
-    assert shared_folders() == {}
+        assert _under(tmp_path) == {str(folder.resolve()): 1}  # the refused open holds nothing
+    assert _under(tmp_path) == {}
 
 
 async def test_a_failed_first_open_leaves_nothing_registered(tmp_path: Path) -> None:
@@ -131,7 +139,7 @@ async def test_a_failed_first_open_leaves_nothing_registered(tmp_path: Path) -> 
     blocker.write_text("a file where the data folder should be")
     with pytest.raises(ConfigError, match="Cannot create the Khora data folder"):
         await Khora(config=_config(blocker / "data"), embedder=RecordingEmbedder()).open()
-    assert shared_folders() == {}
+    assert _under(tmp_path) == {}
 
 
 async def test_a_second_stack_object_in_process_is_refused_with_the_way_to_share(tmp_path: Path) -> None:
