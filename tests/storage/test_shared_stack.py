@@ -16,8 +16,6 @@ import pytest
 from khora_core import Khora, KhoraConfig, KhoraSync
 from khora_core.errors import ConfigError, StorageError
 from khora_core.storage.shared import shared_folders
-
-
 from tests.fixtures.embedders import RecordingEmbedder
 
 
