@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from khora_core.client import Khora, KhoraSync
+from khora_core.client import Khora
 from khora_core.config import (
     EmbeddingConfig,
     IngestConfig,
@@ -48,6 +48,7 @@ from khora_core.models import (
     RememberResult,
     SearchMode,
 )
+from khora_core.sync_client import KhoraSync
 
 if TYPE_CHECKING:
     from khora_core.filters import FilterPushdownReport, RecallFilter

@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # -- commands ---------------------------------------------------------------------------------
 def _open(args: argparse.Namespace) -> Any:
-    from khora_core.client import Khora
+    from khora_core import Khora
 
     return Khora(args.url, data_dir=args.data_dir, preset=getattr(args, "preset", None))
 

@@ -1,17 +1,31 @@
-"""``Khora``: the async facade users hold, and ``KhoraSync``, its thin sync twin."""
+"""``Khora``: the async facade users hold over one engine and its storage stack.
+
+Every public method checks its arguments (``khora_core.arguments``) before it reads or
+writes, and takes the namespace as ``namespace=``. ``KhoraSync``, the sync twin, lives in
+``khora_core.sync_client`` and is importable from here too.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
-import math
 import uuid
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from khora_core.arguments import (
+    MAX_LIMIT,
+    MAX_OFFSET,
+    aware,
+    check_count,
+    check_date,
+    check_namespace_id,
+    check_similarity,
+    check_text,
+    deprecated_window,
+    namespace_alias,
+    search_mode,
+)
 from khora_core.config import KhoraConfig, VectorCypherConfig
 from khora_core.errors import ConfigError, InvalidInputError, KhoraError, NamespaceNotFoundError
 from khora_core.models import (
@@ -22,57 +36,21 @@ from khora_core.models import (
     RememberResult,
     SearchMode,
 )
-from khora_core.sync import run_sync
+
+if TYPE_CHECKING:
+    from khora_core.sync_client import KhoraSync
 
 __all__ = ["MAX_LIMIT", "Khora", "KhoraSync"]
 
-#: The most results one read may ask for (``limit`` of recall and the entity reads).
-MAX_LIMIT = 10_000
-#: The largest ``offset`` of ``list_entities`` (the databases' 32-bit signed range).
-_MAX_OFFSET = 2**31 - 1
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+def __getattr__(name: str) -> Any:
+    # ``from khora_core.client import KhoraSync`` keeps working; imported on first use, since
+    # khora_core.sync_client imports this module.
+    if name == "KhoraSync":
+        from khora_core.sync_client import KhoraSync
 
-
-def _namespace_alias(method: _F) -> _F:
-    """Let ``method`` also take its ``namespace=`` argument by the deprecated ``namespace_id=``.
-
-    ``namespace=`` is the one name of the namespace argument across ``Khora`` and
-    ``KhoraSync``; ``namespace_id=`` still works and warns with a ``DeprecationWarning``.
-    Passing both raises ``InvalidInputError``.
-    """
-    where = method.__qualname__
-
-    def renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
-        if "namespace_id" not in kwargs:
-            return kwargs
-        if "namespace" in kwargs:
-            raise InvalidInputError(
-                f"{where}() got both namespace= and its deprecated alias namespace_id=; pass namespace= only"
-            )
-        # 1: here, 2: the wrapper below, 3: the caller.
-        warnings.warn(
-            f"{where}(namespace_id=...) is deprecated; pass namespace=... instead",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        kwargs = dict(kwargs)
-        kwargs["namespace"] = kwargs.pop("namespace_id")
-        return kwargs
-
-    if inspect.iscoroutinefunction(method):
-
-        @functools.wraps(method)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            return await method(*args, **renamed(kwargs))
-
-        return async_wrapper  # type: ignore[return-value]
-
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return method(*args, **renamed(kwargs))
-
-    return wrapper  # type: ignore[return-value]
+        return KhoraSync
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Khora:
@@ -214,7 +192,7 @@ class Khora:
         return str(self.engine.stack.name)
 
     # -- namespaces ----------------------------------------------------------------------
-    @_namespace_alias
+    @namespace_alias
     async def create_namespace(
         self,
         name: str | None = None,
@@ -232,7 +210,7 @@ class Khora:
         """
         docs = self.engine.stack.documents
         if namespace is not None:
-            _check_namespace_id(namespace)
+            check_namespace_id(namespace)
             existing = await docs.get_namespace(namespace)
             if existing is not None:
                 return existing
@@ -249,7 +227,7 @@ class Khora:
         """All namespaces in this store."""
         return list(await self.engine.stack.documents.list_namespaces())
 
-    @_namespace_alias
+    @namespace_alias
     async def get_namespace(self, namespace: str) -> Namespace:
         """The namespace with id ``namespace``.
 
@@ -257,7 +235,7 @@ class Khora:
             NamespaceNotFoundError: it does not exist.
             InvalidInputError: ``namespace`` is not a valid id.
         """
-        _check_namespace_id(namespace)
+        check_namespace_id(namespace)
         ns = await self.engine.stack.documents.get_namespace(namespace)
         if ns is None:
             raise NamespaceNotFoundError(
@@ -265,14 +243,14 @@ class Khora:
             )
         return ns
 
-    @_namespace_alias
+    @namespace_alias
     async def delete_namespace(self, namespace: str) -> bool:
         """Delete a namespace and everything in it. Returns False when it did not exist."""
-        _check_namespace_id(namespace)
+        check_namespace_id(namespace)
         return await self.engine.delete_namespace(namespace)
 
     # -- write ---------------------------------------------------------------------------
-    @_namespace_alias
+    @namespace_alias
     async def remember(self, content: str, *, namespace: str, **kwargs: Any) -> RememberResult:
         """Store ``content`` in ``namespace``: chunk, embed, extract entities, link the graph.
 
@@ -300,7 +278,7 @@ class Khora:
         await self.get_namespace(namespace)
         return await self.engine.remember(content, namespace_id=namespace, **kwargs)
 
-    @_namespace_alias
+    @namespace_alias
     async def remember_batch(
         self,
         items: Sequence[Mapping[str, Any] | str],
@@ -355,7 +333,7 @@ class Khora:
         populating), one line each; empty when there is nothing (always, embedded)."""
         return list(await self.engine.unsettled())
 
-    @_namespace_alias
+    @namespace_alias
     async def forget(
         self, document_id: str | None = None, *, namespace: str, external_id: str | None = None
     ) -> bool:
@@ -371,7 +349,7 @@ class Khora:
         )
 
     # -- read ----------------------------------------------------------------------------
-    @_namespace_alias
+    @namespace_alias
     async def recall(
         self,
         query: str,
@@ -411,44 +389,15 @@ class Khora:
 
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("recall() needs a non-empty query string")
-        _check_text(query, "the recall query")
-        _check_namespace_id(namespace)
-        _check_count("limit", limit, 1)
-        if (
-            isinstance(min_similarity, bool)
-            or not isinstance(min_similarity, (int, float))
-            or math.isnan(min_similarity)
-            or not -1.0 <= min_similarity <= 1.0
-        ):
-            raise InvalidInputError(
-                f"min_similarity must be a number from -1 to 1, got {_short(min_similarity)}"
-            )
-        try:
-            mode = SearchMode(mode)
-        except ValueError as exc:
-            raise InvalidInputError(
-                f"Unknown mode {mode!r}; use one of {[m.value for m in SearchMode]}"
-            ) from exc
+        check_text(query, "the recall query")
+        check_namespace_id(namespace)
+        check_count("limit", limit, 1)
+        check_similarity(min_similarity)
+        mode = search_mode(mode)
         parsed = RecallFilter.parse(filter) if filter is not None else None
-        window = None
-        if start_time is not None or end_time is not None:
-            if parsed is not None:
-                raise InvalidInputError(
-                    "recall(): filter= cannot be combined with the deprecated start_time/end_time; "
-                    'use filter={"occurred_at": {"$gte": start, "$lt": end}} instead'
-                )
-            warnings.warn(
-                "recall(start_time=, end_time=) is deprecated: it windows COALESCE(source_timestamp, "
-                'created_at). Use filter={"occurred_at": {"$gte": ..., "$lt": ...}} instead.',
-                DeprecationWarning,
-                stacklevel=3,  # 1: here, 2: the namespace-alias wrapper, 3: the caller
-            )
-            for name, value in (("start_time", start_time), ("end_time", end_time)):
-                if value is not None:
-                    _check_date(name, value)
-            window = (_aware(start_time), _aware(end_time))
+        window = deprecated_window(start_time, end_time, with_filter=parsed is not None)
         if now is not None:
-            _check_date("now", now)
+            check_date("now", now)
         # The namespace check (a round trip) runs while the question is being embedded; a
         # missing namespace cancels the recall and raises.
         recalling = asyncio.ensure_future(
@@ -460,7 +409,7 @@ class Khora:
                 min_similarity=min_similarity,
                 filter=parsed,
                 time_window=window,
-                now=_aware(now),
+                now=aware(now),
             )
         )
         try:
@@ -471,24 +420,24 @@ class Khora:
             raise
         return await recalling
 
-    @_namespace_alias
+    @namespace_alias
     async def stats(self, namespace: str) -> NamespaceStats:
         """Document, chunk, entity and relationship counts of a namespace."""
         await self.get_namespace(namespace)
         return await self.engine.stack.stats(namespace)
 
     # -- entity reads (namespace= is required, keyword-only) -------------------------------
-    @_namespace_alias
+    @namespace_alias
     async def get_entity(
         self, entity_id: str, *, namespace: str, include_sources: bool = False
     ) -> EntityProjection | None:
         """One entity by id, or None."""
-        _check_namespace_id(namespace)
+        check_namespace_id(namespace)
         return await self.engine.entities.get_entity(
             entity_id, namespace_id=namespace, include_sources=include_sources
         )
 
-    @_namespace_alias
+    @namespace_alias
     async def list_entities(
         self,
         *,
@@ -499,14 +448,14 @@ class Khora:
         include_sources: bool = False,
     ) -> list[EntityProjection]:
         """A page of entities, most mentioned first."""
-        _check_namespace_id(namespace)
-        _check_count("offset", offset, 0, _MAX_OFFSET)
-        _check_count("limit", limit, 1)
+        check_namespace_id(namespace)
+        check_count("offset", offset, 0, MAX_OFFSET)
+        check_count("limit", limit, 1)
         return await self.engine.entities.list_entities(
             namespace_id=namespace, offset=offset, limit=limit, type=type, include_sources=include_sources
         )
 
-    @_namespace_alias
+    @namespace_alias
     async def search_entities(
         self,
         query: str,
@@ -520,16 +469,16 @@ class Khora:
 
         ``method`` is ``"exact"``, ``"fuzzy"``, ``"embedding"`` or ``"all"``.
         """
-        _check_namespace_id(namespace)
+        check_namespace_id(namespace)
         if not isinstance(query, str):
             raise InvalidInputError(f"search_entities() needs a query string, got {type(query).__name__}")
-        _check_text(query, "the entity query")
-        _check_count("limit", limit, 1)
+        check_text(query, "the entity query")
+        check_count("limit", limit, 1)
         return await self.engine.entities.search_entities(
             query, namespace_id=namespace, limit=limit, method=method, include_sources=include_sources
         )
 
-    @_namespace_alias
+    @namespace_alias
     async def find_related_entities(
         self,
         entity_id: str,
@@ -541,9 +490,9 @@ class Khora:
         include_sources: bool = False,
     ) -> list[EntityProjection]:
         """Entities within ``depth`` hops of ``entity_id`` (optionally over some relationship types)."""
-        _check_namespace_id(namespace)
-        _check_count("depth", depth, 1)
-        _check_count("limit", limit, 1)
+        check_namespace_id(namespace)
+        check_count("depth", depth, 1)
+        check_count("limit", limit, 1)
         return await self.engine.entities.find_related_entities(
             entity_id,
             namespace_id=namespace,
@@ -551,288 +500,4 @@ class Khora:
             relationship_types=relationship_types,
             limit=limit,
             include_sources=include_sources,
-        )
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        raise InvalidInputError(f"expected a datetime, got {type(value).__name__}")
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
-def _check_namespace_id(namespace: str) -> None:
-    if not isinstance(namespace, str) or not namespace or len(namespace) > 200:
-        raise InvalidInputError(
-            f"namespace must be a non-empty string of at most 200 characters, got {_short(namespace)}"
-        )
-    _check_text(namespace, "the namespace id")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_text(value: str, what: str) -> None:
-    from khora_core.ingest.inputs import check_text
-
-    check_text(value, what)
-
-
-def _check_count(name: str, value: Any, minimum: int, maximum: int = MAX_LIMIT) -> None:
-    """``value`` must be an int from ``minimum`` to ``maximum``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"{name} must be an integer, got {type(value).__name__}")
-    if not minimum <= value <= maximum:
-        raise InvalidInputError(f"{name} must be between {minimum} and {maximum:,}, got {value}")
-
-
-def _check_date(name: str, value: datetime) -> None:
-    from khora_core.ingest.inputs import MAX_DATE, MIN_DATE
-
-    try:
-        aware = _aware(value)
-    except OverflowError:  # an offset that moves the value out of the calendar
-        aware = None
-    if aware is None or not MIN_DATE <= aware <= MAX_DATE:
-        raise InvalidInputError(
-            f"{name}={value!r} is out of the supported date range "
-            f"{MIN_DATE.date().isoformat()} to {MAX_DATE.date().isoformat()}"
-        )
-
-
-class KhoraSync:
-    """The sync twin of ``Khora`` for scripts and notebooks; same arguments, same results.
-
-    Each method runs its ``Khora`` counterpart through ``khora_core.sync.run_sync`` (one
-    private event loop in a background thread, so it also works inside Jupyter)::
-
-        with KhoraSync() as kb:
-            ns = kb.create_namespace("notes")
-            kb.remember("...", namespace=ns.namespace_id)
-
-    The async ``Khora`` is ``kb.aio``. See ``Khora`` for the constructor's arguments.
-    """
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        engine: str = "vectorcypher",
-        engine_kwargs: Mapping[str, Any] | None = None,
-        config: KhoraConfig | None = None,
-        embedder: Any = None,
-        data_dir: str | None = None,
-        preset: str | None = None,
-    ) -> None:
-        self.aio = Khora(
-            url,
-            engine=engine,
-            engine_kwargs=engine_kwargs,
-            config=config,
-            embedder=embedder,
-            data_dir=data_dir,
-            preset=preset,
-        )
-
-    # -- lifecycle ---------------------------------------------------------------------
-    def open(self) -> KhoraSync:
-        """Build the config, the embedder and the storage stack; connect and migrate."""
-        run_sync(self.aio.open())
-        return self
-
-    def close(self) -> None:
-        """Close connections. Safe to call twice."""
-        run_sync(self.aio.aclose())
-
-    def __enter__(self) -> KhoraSync:
-        return self.open()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- namespaces ----------------------------------------------------------------------
-    @_namespace_alias
-    def create_namespace(
-        self,
-        name: str | None = None,
-        *,
-        namespace: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Namespace:
-        """Create a namespace (an isolated memory space) and return it.
-
-        See ``Khora.create_namespace``."""
-        return run_sync(self.aio.create_namespace(name, namespace=namespace, metadata=metadata))
-
-    def list_namespaces(self) -> list[Namespace]:
-        """All namespaces in this store."""
-        return run_sync(self.aio.list_namespaces())
-
-    @_namespace_alias
-    def get_namespace(self, namespace: str) -> Namespace:
-        """The namespace with id ``namespace``.
-
-        See ``Khora.get_namespace``."""
-        return run_sync(self.aio.get_namespace(namespace))
-
-    @_namespace_alias
-    def delete_namespace(self, namespace: str) -> bool:
-        """Delete a namespace and everything in it. Returns False when it did not exist."""
-        return run_sync(self.aio.delete_namespace(namespace))
-
-    # -- write ---------------------------------------------------------------------------
-    @_namespace_alias
-    def remember(self, content: str, *, namespace: str, **kwargs: Any) -> RememberResult:
-        """Store ``content`` in ``namespace``: chunk, embed, extract entities, link the graph.
-
-        See ``Khora.remember`` for the keyword arguments and errors."""
-        return run_sync(self.aio.remember(content, namespace=namespace, **kwargs))
-
-    @_namespace_alias
-    def remember_batch(
-        self,
-        items: Sequence[Mapping[str, Any] | str],
-        *,
-        namespace: str,
-        concurrency: int | None = None,
-        progress: bool = False,
-    ) -> list[RememberResult | KhoraError]:
-        """Remember many items (dicts with ``content`` plus ``remember`` keywords, or strings).
-
-        See ``Khora.remember_batch``."""
-        return run_sync(
-            self.aio.remember_batch(items, namespace=namespace, concurrency=concurrency, progress=progress)
-        )
-
-    def settle(self) -> dict[str, Any]:
-        """Bring the storage servers to steady reads after a large write, using what they
-        offer: on PostgreSQL + Neo4j, ``VACUUM (ANALYZE)`` of Khora's tables, Neo4j's
-        indexes awaited online, outdated index samples refreshed and cached query plans
-        dropped. ``remember_batch`` calls it itself after storing 1,000 chunks or more
-        (``engine_kwargs={"settle_after_chunks": N}`` changes that; 0 turns it off).
-        Nothing to do on the embedded store. Affects every namespace on those servers.
-
-        See ``Khora.settle``."""
-        return run_sync(self.aio.settle())
-
-    def unsettled(self) -> list[str]:
-        """What the storage servers still have to do after recent writes before recall
-        latency is steady (tables autovacuum would analyze, Neo4j indexes still
-        populating), one line each; empty when there is nothing (always, embedded)."""
-        return run_sync(self.aio.unsettled())
-
-    @_namespace_alias
-    def forget(
-        self, document_id: str | None = None, *, namespace: str, external_id: str | None = None
-    ) -> bool:
-        """Remove a document (by id or ``external_id``) everywhere, with orphaned entities.
-
-        See ``Khora.forget``."""
-        return run_sync(self.aio.forget(document_id, namespace=namespace, external_id=external_id))
-
-    # -- read ----------------------------------------------------------------------------
-    @_namespace_alias
-    def recall(
-        self,
-        query: str,
-        *,
-        namespace: str,
-        limit: int = 10,
-        mode: SearchMode | str = SearchMode.HYBRID,
-        min_similarity: float = 0.0,
-        filter: Any = None,
-        start_time: datetime | None = None,
-        end_time: datetime | None = None,
-        now: datetime | None = None,
-    ) -> RecallResult:
-        """Answer ``query`` from ``namespace``'s memory.
-
-        See ``Khora.recall`` for the arguments and errors."""
-        return run_sync(
-            self.aio.recall(
-                query,
-                namespace=namespace,
-                limit=limit,
-                mode=mode,
-                min_similarity=min_similarity,
-                filter=filter,
-                start_time=start_time,
-                end_time=end_time,
-                now=now,
-            )
-        )
-
-    @_namespace_alias
-    def stats(self, namespace: str) -> NamespaceStats:
-        """Document, chunk, entity and relationship counts of a namespace."""
-        return run_sync(self.aio.stats(namespace))
-
-    # -- entity reads (namespace= is required, keyword-only) -------------------------------
-    @_namespace_alias
-    def get_entity(
-        self, entity_id: str, *, namespace: str, include_sources: bool = False
-    ) -> EntityProjection | None:
-        """One entity by id, or None."""
-        return run_sync(self.aio.get_entity(entity_id, namespace=namespace, include_sources=include_sources))
-
-    @_namespace_alias
-    def list_entities(
-        self,
-        *,
-        namespace: str,
-        offset: int = 0,
-        limit: int = 100,
-        type: str | None = None,
-        include_sources: bool = False,
-    ) -> list[EntityProjection]:
-        """A page of entities, most mentioned first."""
-        return run_sync(
-            self.aio.list_entities(
-                namespace=namespace, offset=offset, limit=limit, type=type, include_sources=include_sources
-            )
-        )
-
-    @_namespace_alias
-    def search_entities(
-        self,
-        query: str,
-        *,
-        namespace: str,
-        limit: int = 10,
-        method: str = "all",
-        include_sources: bool = False,
-    ) -> list[EntityProjection]:
-        """Entities matching ``query`` exactly, fuzzily (edit distance) or by embedding.
-
-        See ``Khora.search_entities``."""
-        return run_sync(
-            self.aio.search_entities(
-                query, namespace=namespace, limit=limit, method=method, include_sources=include_sources
-            )
-        )
-
-    @_namespace_alias
-    def find_related_entities(
-        self,
-        entity_id: str,
-        *,
-        namespace: str,
-        depth: int = 1,
-        relationship_types: Sequence[str] | None = None,
-        limit: int = 50,
-        include_sources: bool = False,
-    ) -> list[EntityProjection]:
-        """Entities within ``depth`` hops of ``entity_id`` (optionally over some relationship types)."""
-        return run_sync(
-            self.aio.find_related_entities(
-                entity_id,
-                namespace=namespace,
-                depth=depth,
-                relationship_types=relationship_types,
-                limit=limit,
-                include_sources=include_sources,
-            )
         )

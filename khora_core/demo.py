@@ -96,7 +96,7 @@ async def run_demo(data_dir: str | Path, *, progress: bool = True) -> int:
     Returns:
         0 on success.
     """
-    from khora_core.client import Khora
+    from khora_core import Khora
     from khora_core.config import KhoraConfig
     from khora_core.render import format_stats, summarize_batch
     from khora_core.sample import load_sample_corpus, load_sample_questions, to_remember_items

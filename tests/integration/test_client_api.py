@@ -182,6 +182,12 @@ async def test_recall_raises_invalid_input_for_bad_arguments(
             await kb.recall("Who is the CTO?", **kwargs)
 
 
+async def test_start_time_is_deprecated_and_warns_at_the_caller(kb: Khora) -> None:
+    with pytest.warns(DeprecationWarning, match=r"recall\(start_time=, end_time=\) is deprecated") as rec:
+        await kb.recall("Who is the CTO?", namespace="api", start_time=_WHEN)
+    assert rec[0].filename == __file__, "the warning should point at the calling line"
+
+
 async def test_recall_still_answers_with_good_arguments(kb: Khora) -> None:
     # The checks above refuse bad input only: the edges of each range are accepted.
     res = await kb.recall(
