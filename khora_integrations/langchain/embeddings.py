@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.embeddings import Embeddings
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_integrations._bridge import KhoraRef
 
 __all__ = ["KhoraEmbeddings"]

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from khora_core.models import RecallResult, SearchMode
@@ -122,7 +122,7 @@ class KhoraRetriever(BaseRetriever):
 
     async def _recall(self, kb: Khora, query: str, opts: dict[str, Any]) -> RecallResult:
         if self._create_namespace:  # the default namespace: created on first use
-            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+            await kb.create_namespace(self.namespace, namespace=self.namespace)
             self._create_namespace = False
         try:
             return await kb.recall(

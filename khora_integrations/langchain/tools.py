@@ -9,7 +9,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackMan
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field, PrivateAttr
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from khora_core.models import RecallResult
@@ -80,7 +80,7 @@ class KhoraRememberTool(_KhoraTool):
     async def _remember(
         self, kb: Khora, content: str, title: str | None, occurred_at: str | None, tags: list[str] | None
     ) -> str:
-        await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+        await kb.create_namespace(self.namespace, namespace=self.namespace)
         kwargs: dict[str, Any] = {"source": "langchain-agent"}
         if title:
             kwargs["title"] = title

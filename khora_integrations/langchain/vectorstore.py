@@ -11,7 +11,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from khora_core.models import ChunkHit
@@ -125,7 +125,7 @@ class KhoraVectorStore(VectorStore):
                 raise hinted from exc
             if not create:
                 return False
-            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+            await kb.create_namespace(self.namespace, namespace=self.namespace)
         self._namespace_exists = True
         return True
 

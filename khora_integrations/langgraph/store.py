@@ -19,7 +19,7 @@ from langgraph.store.base import (
     ensure_embeddings,
 )
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import ConfigError, InvalidInputError
 from khora_core.filters import RecallFilter

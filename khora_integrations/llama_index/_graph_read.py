@@ -21,7 +21,7 @@ from typing import Any
 
 from llama_index.core.graph_stores.types import ChunkNode, EntityNode, LabelledNode, Relation, Triplet
 
-from khora_core.client import Khora
+from khora_core import Khora
 from khora_core.errors import RecallFilterValidationError
 from khora_core.filters import RecallFilter
 from khora_core.ingest.resolve import entity_id

@@ -8,7 +8,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from pydantic import PrivateAttr
 
-from khora_core.client import Khora
+from khora_core import Khora
 from khora_core.errors import InvalidInputError
 from khora_core.ingest.dedup import content_hash
 from khora_core.models import Document

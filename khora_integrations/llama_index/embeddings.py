@@ -15,7 +15,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.embedding.adapters import LlamaIndexEmbedder
 from khora_core.embedding.base import Embedder
 from khora_core.sync import run_sync

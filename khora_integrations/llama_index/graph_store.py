@@ -9,7 +9,7 @@ from llama_index.core.graph_stores.types import ChunkNode, LabelledNode, Propert
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import ConfigError
 from khora_integrations._bridge import KhoraRef

@@ -8,7 +8,7 @@ from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import Field, PrivateAttr
 
-from khora_core.client import Khora
+from khora_core import Khora
 from khora_core.errors import InvalidInputError
 from khora_core.models import SearchMode
 from khora_integrations._bridge import ABSTAIN_POLICIES, KhoraRef, apply_abstention_policy
@@ -89,7 +89,7 @@ class KhoraMemoryBlock(BaseMemoryBlock[str]):
 
     async def _ready(self, kb: Khora) -> None:
         if not self._namespace_ready:
-            await kb.create_namespace(self.namespace, namespace_id=self.namespace)  # idempotent
+            await kb.create_namespace(self.namespace, namespace=self.namespace)  # idempotent
             self._namespace_ready = True
 
     async def _aput(self, messages: list[ChatMessage]) -> None:

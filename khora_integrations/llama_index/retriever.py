@@ -8,7 +8,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from khora_core.models import RecallResult, SearchMode
@@ -153,7 +153,7 @@ class KhoraRetriever(BaseRetriever):
     # -- one implementation ---------------------------------------------------------------
     async def _recall(self, kb: Khora, query: str) -> RecallResult:
         if self._create_namespace:  # the default namespace: created on first use
-            await kb.create_namespace(self.namespace, namespace_id=self.namespace)
+            await kb.create_namespace(self.namespace, namespace=self.namespace)
             self._create_namespace = False
         try:
             return await kb.recall(

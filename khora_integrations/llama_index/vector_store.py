@@ -17,7 +17,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from khora_core.client import Khora, KhoraSync
+from khora_core import Khora, KhoraSync
 from khora_core.config import KhoraConfig
 from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from khora_core.filters import RecallFilter
