@@ -1,5 +1,5 @@
-"""Content hashing for deduplication within a namespace, the document ids built on it, and
-the lookup that settles a batch's items that are stored already.
+"""Content hashing for deduplication within a namespace, the document ids built on it, the
+lookup that settles a batch's items that are stored already, and the batch's own repeats.
 
 A document's id is derived from its content (:func:`document_id`), so the namespace keeps
 one document per content. An item remembered with ``dedup=False`` is keyed by its
@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from khora_core.errors import KhoraError, StorageUnavailableError
 from khora_core.ingest.items import BatchOutcome, WorkItem, as_khora_error
 from khora_core.models import RememberResult
 
@@ -25,7 +26,15 @@ if TYPE_CHECKING:
     from khora_core.ingest.inputs import RememberInput
     from khora_core.storage.protocols import StorageStack
 
-__all__ = ["content_hash", "document_id", "item_document_id", "normalise_content", "settle_stored"]
+__all__ = [
+    "content_hash",
+    "document_id",
+    "follow_original",
+    "item_document_id",
+    "normalise_content",
+    "settle_stored",
+    "split_repeats",
+]
 
 #: The uuid5 namespace of document ids.
 KHORA_DOCUMENT_NAMESPACE = uuid.UUID("3b9a6f52-4c1d-5e8f-a2b7-646f63756d65")
@@ -110,3 +119,49 @@ async def settle_stored(
         existing = stored.get(work.hash)
         if existing is not None:
             settle(work, RememberResult(document_id=existing.id, namespace_id=namespace_id, duplicate=True))
+
+
+def split_repeats(works: Sequence[WorkItem]) -> tuple[list[WorkItem], list[tuple[WorkItem, WorkItem]]]:
+    """The items to process, and each repeat of an earlier item paired with that original.
+
+    A repeat has an earlier item's document id (the same content, or with ``dedup=False``
+    the same input); it waits for the original (:func:`follow_original`). Items sharing an
+    ``external_id`` are chained in input order through ``WorkItem.after``.
+    """
+    first_by_id: dict[str, WorkItem] = {}
+    last_by_external: dict[str, WorkItem] = {}
+    live: list[WorkItem] = []
+    repeats: list[tuple[WorkItem, WorkItem]] = []
+    for work in works:
+        original = first_by_id.get(work.document_id)
+        if original is not None:
+            repeats.append((work, original))
+            continue
+        first_by_id[work.document_id] = work
+        if work.inp.external_id:
+            previous = last_by_external.get(work.inp.external_id)
+            work.after = previous.done if previous else None
+            last_by_external[work.inp.external_id] = work
+        live.append(work)
+    return live, repeats
+
+
+async def follow_original(
+    work: WorkItem,
+    original: WorkItem,
+    namespace_id: str,
+    settle: Callable[[WorkItem, BatchOutcome], None],
+) -> None:
+    """Settle the repeat ``work`` once ``original`` is settled: as a duplicate of what was
+    stored, with the original's ``StorageUnavailableError``, or as failed with it."""
+    await original.done.wait()
+    first = original.outcome
+    if isinstance(first, RememberResult):
+        settle(
+            work,
+            RememberResult(document_id=first.document_id, namespace_id=namespace_id, duplicate=True),
+        )
+    elif isinstance(first, StorageUnavailableError):
+        settle(work, first)
+    else:
+        settle(work, KhoraError(f"Same content as batch item {original.index}, which failed: {first}"))

@@ -50,30 +50,28 @@ from khora_core.embedding.base import Embedder
 from khora_core.errors import InvalidInputError, KhoraError, NamespaceNotFoundError, StorageUnavailableError
 from khora_core.ingest.candidates import candidate_names
 from khora_core.ingest.chunking import TextSpan, chunk_context, chunk_text
-from khora_core.ingest.dedup import content_hash, item_document_id, settle_stored
-from khora_core.ingest.extract_base import ChunkExtraction, Extractor
-from khora_core.ingest.graph_build import (
-    assemble_graph,
-    attach_embeddings,
-    extracted_mentions,
-    names_to_embed,
-    resolve_names,
+from khora_core.ingest.dedup import (
+    content_hash,
+    follow_original,
+    item_document_id,
+    settle_stored,
+    split_repeats,
 )
+from khora_core.ingest.extract_base import ChunkExtraction, Extractor
+from khora_core.ingest.graph_build import extracted_mentions
 from khora_core.ingest.inputs import RememberInput, prepare_input
 from khora_core.ingest.items import BatchOutcome, WorkItem, as_khora_error, windows
 from khora_core.ingest.names import BatchEntities, NameVectors
 from khora_core.ingest.resolve import EntityResolver
 from khora_core.ingest.skeleton import select_core_chunks
+from khora_core.ingest.window_graph import build_graphs, find_stored
 from khora_core.ingest.writes import write_window
-from khora_core.models import Entity, RememberResult
-from khora_core.storage.protocols import StorageStack, fold
+from khora_core.models import RememberResult
+from khora_core.storage.protocols import StorageStack
 
 __all__ = ["BatchOutcome", "IngestPipeline"]
 
 logger = logging.getLogger("khora.ingest")
-
-#: Most names in one ``find_entities_by_name`` call (a window's candidate names).
-_LOOKUP_SLICE = 10_000
 
 
 class IngestPipeline:
@@ -232,6 +230,7 @@ class IngestPipeline:
     async def _run(
         self, works: list[WorkItem], namespace_id: str, *, concurrency: int | None, progress: Any
     ) -> list[BatchOutcome]:
+        """Take ``works`` through the stages of the module docstring; one outcome each, in order."""
         width = max(1, concurrency or self.config.ingest.batch_concurrency)
         limit = asyncio.Semaphore(width)  # lookups and extraction
         write_limit = asyncio.Semaphore(width)  # writes (they overlap the next window)
@@ -250,57 +249,15 @@ class IngestPipeline:
             work.spans, work.vectors, work.extractions = [], [], {}
             work.candidates, work.stored, work.graph = [], [], None
 
-        # Duplicates inside the batch (same document id: same content, or with dedup=False
-        # the same input) wait for the first copy; same external_id runs in order.
-        first_by_id: dict[str, WorkItem] = {}
-        last_by_external: dict[str, WorkItem] = {}
-        live: list[WorkItem] = []
-        followers: list[tuple[WorkItem, WorkItem]] = []
-        for work in works:
-            original = first_by_id.get(work.document_id)
-            if original is not None:
-                followers.append((work, original))
-                continue
-            first_by_id[work.document_id] = work
-            if work.inp.external_id:
-                previous = last_by_external.get(work.inp.external_id)
-                work.after = previous.done if previous else None
-                last_by_external[work.inp.external_id] = work
-            live.append(work)
-
-        async def follow(work: WorkItem, original: WorkItem) -> None:
-            await original.done.wait()
-            first = original.outcome
-            if isinstance(first, RememberResult):
-                settle(
-                    work,
-                    RememberResult(document_id=first.document_id, namespace_id=namespace_id, duplicate=True),
-                )
-            elif isinstance(first, StorageUnavailableError):
-                settle(work, first)
-            else:
-                settle(
-                    work, KhoraError(f"Same content as batch item {original.index}, which failed: {first}")
-                )
-
-        followed = [asyncio.ensure_future(follow(w, o)) for w, o in followers]
+        # Repeats inside the batch wait for the first copy; same external_id runs in order.
+        live, repeats = split_repeats(works)
+        followed = [asyncio.ensure_future(follow_original(w, o, namespace_id, settle)) for w, o in repeats]
         writing: asyncio.Future[None] | None = None  # the previous window's write
         try:
             await settle_stored(self.stack, namespace_id, live, settle)
             live = [w for w in live if w.outcome is None]
             for work in live:
-                work.spans = chunk_text(
-                    work.inp.content,
-                    max_tokens=self.config.ingest.chunk_tokens,
-                    overlap_tokens=self.config.ingest.chunk_overlap_tokens,
-                ) or [TextSpan(0, len(work.inp.content), work.inp.content, 1)]
-                base = uuid.UUID(work.document_id)
-                work.chunk_ids = [str(uuid.uuid5(base, str(i))) for i in range(len(work.spans))]
-                work.contexts = (
-                    [chunk_context(work.inp.title, work.inp.content, s) for s in work.spans]
-                    if self.config.ingest.chunk_context
-                    else [None] * len(work.spans)
-                )
+                self._chunk(work)
             names = NameVectors(self.embedder)
             built = BatchEntities()
             batch_skeleton = self.config.vectorcypher.skeleton_scope == "batch" and len(live) > 1
@@ -324,9 +281,17 @@ class IngestPipeline:
                 if lost:
                     _give_up(ready, lost[0], settle)
                     continue
-                await self._find_stored(ready, namespace_id, settle)
+                await find_stored(self.stack, ready, namespace_id, settle)
                 ready = [w for w in ready if w.outcome is None]
-                await self._build_graphs(ready, namespace_id, names, built, settle)
+                await build_graphs(
+                    ready,
+                    namespace_id,
+                    resolver=self.resolver,
+                    names=names,
+                    built=built,
+                    entity_vectors=self.config.ingest.entity_vectors,
+                    settle=settle,
+                )
                 writing = asyncio.ensure_future(
                     write_window(
                         self.stack, [w for w in ready if w.outcome is None], namespace_id, write_limit, settle
@@ -342,6 +307,21 @@ class IngestPipeline:
             await asyncio.gather(*pending, return_exceptions=True)
             raise
         return [w.outcome for w in works if w.outcome is not None]
+
+    def _chunk(self, work: WorkItem) -> None:
+        """Cut the item into chunks, with their ids and (``IngestConfig.chunk_context``) contexts."""
+        work.spans = chunk_text(
+            work.inp.content,
+            max_tokens=self.config.ingest.chunk_tokens,
+            overlap_tokens=self.config.ingest.chunk_overlap_tokens,
+        ) or [TextSpan(0, len(work.inp.content), work.inp.content, 1)]
+        base = uuid.UUID(work.document_id)
+        work.chunk_ids = [str(uuid.uuid5(base, str(i))) for i in range(len(work.spans))]
+        work.contexts = (
+            [chunk_context(work.inp.title, work.inp.content, s) for s in work.spans]
+            if self.config.ingest.chunk_context
+            else [None] * len(work.spans)
+        )
 
     def _slice_size(self) -> int:
         return max(256, self.config.embedding.batch_size * 8)
@@ -380,91 +360,6 @@ class IngestPipeline:
                 work.candidates = candidate_names([m.name for m in mentions], non_core_text)
             except Exception as exc:  # keep the batch going; report it on the item
                 settle(work, as_khora_error(exc, work.index))
-
-    async def _find_stored(self, works: list[WorkItem], namespace_id: str, settle: Any) -> None:
-        """The stored entities each item may name: one lookup for the window's candidate
-        names (after the previous window's write landed), shared out by the same
-        case-insensitive key the store matches on, in the store's order."""
-        wanted = [{fold(n) for n in w.candidates if n.strip()} for w in works]
-        keys = sorted(set().union(*wanted))
-        found: list[Entity] = []
-        try:
-            for lo in range(0, len(keys), _LOOKUP_SLICE):
-                found += await self.stack.graph.find_entities_by_name(
-                    namespace_id, keys[lo : lo + _LOOKUP_SLICE]
-                )
-        except Exception as exc:
-            for w in works:
-                settle(w, as_khora_error(exc, w.index))
-            return
-        # Slices may find the same entity twice; the store orders by mention count, then id.
-        found = sorted({e.id: e for e in found}.values(), key=lambda e: (-e.mention_count, e.id))
-        by_key: dict[str, list[int]] = {}
-        for i, ent in enumerate(found):
-            for key in {fold(ent.name), *(fold(a) for a in ent.aliases)}:
-                by_key.setdefault(key, []).append(i)
-        for w, item_keys in zip(works, wanted, strict=True):
-            hits = {i for key in item_keys for i in by_key.get(key, ())}
-            w.stored = [found[i] for i in sorted(hits)]
-
-    async def _build_graphs(
-        self, works: list[WorkItem], namespace_id: str, names: NameVectors, built: BatchEntities, settle: Any
-    ) -> None:
-        """Resolve and assemble each item's graph, in input order (an item resolves against
-        the entities of the items before it), then embed the window's new entity names in
-        one call.
-
-        The names whose vectors decide a merge are embedded in one call up front, planned
-        against what is known before the window; an item that the earlier items of the
-        window bring a new close pair costs one more, small call.
-        """
-        for work in works:
-            names.seed(work.stored)
-        try:
-            await names.ensure(
-                n
-                for w in works
-                for n in self.resolver.plan(
-                    extracted_mentions(w.extractions), existing=[*w.stored, *built.find(w.candidates)]
-                ).wanted
-            )
-        except Exception as exc:
-            for w in works:
-                settle(w, as_khora_error(exc, w.index))
-            return
-        for work in works:
-            try:
-                # Entities built earlier in the batch count as stored (they may not be yet).
-                existing = {e.id: e for e in work.stored}
-                existing.update((e.id, e) for e in built.find(work.candidates))
-                work.graph = assemble_graph(
-                    namespace_id=namespace_id,
-                    document_id=work.document_id,
-                    chunk_ids=work.chunk_ids,
-                    chunk_texts=[s.text for s in work.spans],
-                    extractions=work.extractions,
-                    existing=list(existing.values()),
-                    resolution=await resolve_names(
-                        self.resolver, work.extractions, list(existing.values()), names
-                    ),
-                    entity_vectors=self.config.ingest.entity_vectors,
-                )
-                built.add(work.graph.entities)
-            except Exception as exc:
-                settle(work, as_khora_error(exc, work.index))
-            # The stored entities (384 floats each) live on in the graph and the name cache;
-            # the window's items may wait a while for their write.
-            work.stored, work.candidates = [], []
-        ready = [w for w in works if w.outcome is None and w.graph is not None]
-        try:
-            await names.ensure(n for w in ready if w.graph is not None for n in names_to_embed(w.graph))
-        except Exception as exc:
-            for w in ready:
-                settle(w, as_khora_error(exc, w.index))
-            return
-        for w in ready:
-            if w.graph is not None:
-                attach_embeddings(w.graph, names)
 
     async def _embed_chunks(self, works: list[WorkItem], settle: Any) -> None:
         """Embed every chunk of every item in large slices (fast across small items)."""
