@@ -21,12 +21,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("The LangChain integration", "langchain", "langchain-core") from exc
 
 from khora_integrations.langchain.embeddings import KhoraEmbeddings
-from khora_integrations.langchain.filters import (
-    KhoraTranslator,
-    pgvector_to_recall_filter,
-    recall_filter_to_pgvector,
-)
+from khora_integrations.langchain.filters import pgvector_to_recall_filter, recall_filter_to_pgvector
 from khora_integrations.langchain.retriever import ABSTENTION_EVENT, KhoraRetriever
+from khora_integrations.langchain.self_query import KhoraTranslator
 from khora_integrations.langchain.tools import (
     KhoraRecallTool,
     KhoraRememberTool,

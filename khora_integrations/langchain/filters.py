@@ -35,8 +35,8 @@ prefix, dates become ISO-8601 strings, and what the dialect cannot express (nest
 whole-metadata equality, list equality, the ``null`` shorthand, ``null`` or ``bool`` in
 ``$in``) raises ``RecallFilterUnsupportedError``.
 
-``KhoraTranslator`` is a ``langchain_core.structured_query`` visitor producing this
-dialect, so self-querying retrievers filter Khora stores.
+``KhoraTranslator`` (``khora_integrations.langchain.self_query``, importable from here too)
+turns a self-querying retriever's structured query into this dialect.
 """
 
 from __future__ import annotations
@@ -45,19 +45,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
-
-from langchain_core.structured_query import (
-    Comparator,
-    Comparison,
-    Operation,
-    Operator,
-    StructuredQuery,
-    Visitor,
-)
+from typing import TYPE_CHECKING, Any
 
 from khora_core.errors import RecallFilterUnsupportedError, RecallFilterValidationError
 from khora_core.filters.tree import metadata_key, metadata_path
+
+if TYPE_CHECKING:
+    from khora_integrations.langchain.self_query import KhoraTranslator
 
 __all__ = ["KhoraTranslator", "pgvector_to_recall_filter", "recall_filter_to_pgvector"]
 
@@ -68,6 +62,16 @@ _METADATA_PREFIX = "metadata."
 #: The text PostgreSQL's ``->>`` gives a stored JSON number, for the numbers a ``$in``
 #: member's text can equal (no leading zeros, no exponent).
 _NUMBER_TEXT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+
+
+def __getattr__(name: str) -> Any:
+    # ``KhoraTranslator`` is importable from here too; imported on first use, since
+    # khora_integrations.langchain.self_query imports this module.
+    if name == "KhoraTranslator":
+        from khora_integrations.langchain.self_query import KhoraTranslator
+
+        return KhoraTranslator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _invalid(path: str, code: str, message: str) -> RecallFilterValidationError:
@@ -453,57 +457,3 @@ def recall_filter_to_pgvector(filter: Any) -> dict[str, Any] | None:
     parsed = RecallFilter.parse(filter)
     source = filter if isinstance(filter, Mapping) else parsed.to_dict()
     return _node_to_pg(source, "") if source else None
-
-
-# -- SelfQuery structured queries ----------------------------------------------------------
-
-
-def _structured_value(value: Any) -> Any:
-    # langchain's query constructor wraps dates as {"date": "YYYY-MM-DD", "type": "date"}.
-    if isinstance(value, Mapping) and value.get("type") in ("date", "datetime"):
-        return str(value.get("date") or value.get("datetime"))
-    return value
-
-
-class KhoraTranslator(Visitor):
-    """Turn a ``langchain_core.structured_query`` tree into a PGVector-dialect filter dict.
-
-    Khora's vector store and retriever read the result as ``pgvector_to_recall_filter``
-    does (attributes are the user's metadata keys; dates are compared as ISO strings).
-    ``contain`` and ``like`` are not allowed.
-    """
-
-    allowed_operators = (Operator.AND, Operator.OR, Operator.NOT)
-    allowed_comparators = (
-        Comparator.EQ,
-        Comparator.NE,
-        Comparator.GT,
-        Comparator.GTE,
-        Comparator.LT,
-        Comparator.LTE,
-        Comparator.IN,
-        Comparator.NIN,
-    )
-
-    def visit_operation(self, operation: Operation) -> dict[str, Any]:
-        self._validate_func(operation.operator)
-        args = [arg.accept(self) for arg in operation.arguments]
-        if operation.operator == Operator.NOT:
-            return {"$not": args[0] if len(args) == 1 else args}
-        return {f"${operation.operator.value}": args}
-
-    def visit_comparison(self, comparison: Comparison) -> dict[str, Any]:
-        self._validate_func(comparison.comparator)
-        value = comparison.value
-        if isinstance(value, (list, tuple)):
-            value = [_structured_value(v) for v in value]
-        else:
-            value = _structured_value(value)
-        node = {comparison.attribute: {f"${comparison.comparator.value}": value}}
-        _node(node, "")  # validate now, where the attribute is known
-        return node
-
-    def visit_structured_query(self, structured_query: StructuredQuery) -> tuple[str, dict[str, Any]]:
-        if structured_query.filter is None:
-            return structured_query.query, {}
-        return structured_query.query, {"filter": structured_query.filter.accept(self)}
