@@ -18,9 +18,7 @@ time had an embedding call in flight, how much of it went to entity names and at
 precision, how many texts besides the chunks it embedded, and the *ceiling ratio*: the
 embedder-alone time over that time plus the names' time, i.e. the ratio a pipeline that
 did nothing else would reach. Names are float32 unless the CPU computes bfloat16 natively
-(AVX512-BF16 or AMX), so the ceiling depends on the machine: on 2 AVX2-only cores
-(AMD EPYC, 2026-12-01) HotpotQA's 7,218 names took 11.4 s inside ``remember_batch`` against
-34.0 s for the chunks alone: a ceiling of 0.748, at the 0.75 target before any other work.
+(AVX512-BF16 or AMX), so the ceiling depends on the machine (``docs/benchmarks.md``).
 The *CPU ratio* is the ratio per CPU-second of the whole machine (``/proc/stat``, database
 servers included) instead of per wall second. The encoder alone keeps every core busy, so
 the wall ratio is at most the CPU ratio; the CPU ratio says how much work the pipeline adds
@@ -34,9 +32,8 @@ on longer documents; ``--skeleton-scope batch`` chooses the core among all chunk
 before each stack on Linux); it includes the embedding model and torch. The PostgreSQL and
 Neo4j servers' memory is not counted.
 
-On these shared 2-core machines one round's ratio moves by several hundredths from run to
-run (HotpotQA, embedded store, the same code, 2026-12-03: 0.63 to 0.93 over thirteen rounds,
-most of it in the embedder-alone time), so compare medians: ``--repeat N`` runs N rounds per stack
+On shared machines one round's ratio moves a lot from run to run, mostly in the
+embedder-alone time (``docs/benchmarks.md``), so compare medians: ``--repeat N`` runs N rounds per stack
 (each: the embedder alone, then ``remember_batch`` into a fresh namespace), lists them, and
 reports the median round (the lower middle one for an even N) in the tables; peak memory is
 the highest of any round.

@@ -4,11 +4,10 @@ its kind): the same vectors as ``SentenceTransformer.encode``, one call into C++
 Why: ``encode`` makes about 120 Python module calls per forward pass, and each gives the
 GIL back and takes it again around the tensor work. While the event loop runs Python on
 another thread (as it does during ``recall()``: the store lookups run beside the question's
-embedding), every one of those hand-overs can wait for the loop's switch interval. On 2 cores
-one question took 11.6 ms through ``encode`` and 9.0 ms traced; with a busy Python thread
-beside it, 1,240 ms against 28 ms.
+embedding), every one of those hand-overs can wait for the loop's switch interval; the
+traced forward pass does not (figures in ``docs/benchmarks.md``).
 
-:func:`trace_encoder` builds the trace once per loaded model (about 0.2 s) and keeps it only
+:func:`trace_encoder` builds the trace once per loaded model and keeps it only
 when the model is a plain Transformer -> mean Pooling (-> Normalize) stack and the trace
 reproduces ``encode(normalize_embeddings=True)`` (what the embedder always asks) on probe
 texts from one word to past the model's length limit, batched (tokenized per batch and

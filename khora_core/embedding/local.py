@@ -12,34 +12,29 @@ embedder instance (a thread-safe module-level cache). Encoding runs in a worker 
 once, so every use of it holds the model's tokenizer lock; large calls, and every call on
 a model that could not be traced, also hold the model's lock. A small call on the traced
 forward pass holds only the tokenizer lock while it tokenizes: a question and its entity
-mentions embed side by side, on a core each. On 2 AVX2 cores a question and three mentions
-took 27-29 ms side by side against 46-52 ms one after the other.
+mentions embed side by side, on a core each.
 
 Memory: a forward pass holds activations in proportion to its padded tokens (texts x the
 longest one), so long texts go in smaller batches (:data:`_TOKENS_PER_PASS`; short texts
-such as entity names go up to the same token budget, at most 512 at a time). On CPU,
-batches of 64 chunks of up to 256 tokens took 400-500 MB of activations and ran *slower*
-(53-56 chunks/s against 65-70 with at most 2,048 padded tokens per pass, all-MiniLM-L6-v2
-on 2 cores). After a large call the freed heap is handed back to the OS (glibc
-``malloc_trim``): otherwise the malloc arenas of the encoding threads kept 300-800 MB
-resident between calls.
+such as entity names go up to the same token budget, at most 512 at a time), which on a
+CPU is also faster than large batches. After a large call the freed heap is handed back to
+the OS (glibc ``malloc_trim``), so the encoding threads' malloc arenas do not stay resident
+between calls.
 
 Names: entity names (``embed_names``, for recall's nearest-entity search) may go through a
 bfloat16 copy of the model (``EmbeddingConfig.name_precision``; ``auto`` where the CPU
 computes bfloat16 natively), traced like the float32 one and kept only when every probe
-text's vector is within cosine 0.999 of ``encode``'s. On 2 AVX512-BF16 cores the 7,488 names
-of HotpotQA's development corpus took 4.0-4.3 s instead of 7.3-7.6 s, at cosine 0.99995 on
-average (0.9998 at worst) with the float32 vectors.
+text's vector is within cosine 0.999 of ``encode``'s.
 
 Precision: chunks and questions are float32 unless ``EmbeddingConfig.precision`` asks for
-``bfloat16`` (or ``auto``), through the same bfloat16 trace. On 2 AMX cores HotpotQA's 1,029
-chunks took 4.3-4.9 s instead of 9.4-10.1 s, at cosine 0.99991 at worst (0.99996 on
-average) with the float32 vectors; multi-hop Recall@5 stayed within a passage either way.
+``bfloat16`` (or ``auto``), through the same bfloat16 trace.
 
 Threads: large calls use every core; a small call (a question and its entity mentions)
-runs on ``query_threads`` torch threads (default 1). On 2 cores a lone question embeds in
-about 10 ms on two threads and 13 ms on one, but during ``recall()`` the second thread
-spins against the event loop and the database servers working on the same question.
+runs on ``query_threads`` torch threads (default 1), so that during ``recall()`` a second
+thread does not spin against the event loop and the database servers working on the same
+question.
+
+The figures behind each of these choices are in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ of a corpus repeat across its documents.
 document resolves against them exactly as if they were already stored (documents of one
 window are looked up before any of them is written).
 
-Vectors are kept as float32 arrays (1.5 KB for 384 dimensions, a tenth of a list of
-Python floats), and entities as plain tuples without their embedding (an ``Entity`` is
-rebuilt when found), to keep a large batch small: a copied pydantic ``Entity`` cost about
-1 KB, 50 MB over the 50,000 entities of 10,000 passages.
+Vectors are kept as float32 arrays (a tenth of a list of Python floats), and entities as
+plain tuples without their embedding (an ``Entity`` is rebuilt when found), to keep a large
+batch small.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The test SIGKILLs the session's own Neo4j while a batch is being written. The caller must
 get, within about one driver retry period, a ``RememberResult`` or a typed, retryable
-``StorageUnavailableError`` naming the Neo4j setting for every item (before the fix each
-item was retried alone: 40 documents took 288 s). PostgreSQL must hold exactly the
+``StorageUnavailableError`` naming the Neo4j setting for every item, not one retry period
+per item. PostgreSQL must hold exactly the
 documents reported written. After the server is back, the same ``Khora`` recovers without
 reopening, and the same batch completes with no duplicate document.
 """

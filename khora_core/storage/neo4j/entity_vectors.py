@@ -4,9 +4,7 @@ Neo4j 5 cannot pre-filter its vector index, so a search asks the index for ``k``
 per vector and keeps this namespace's. ``k`` is sized by the namespace's share of the index
 (:func:`first_k`), so that it should hold ``4 * limit`` of the namespace's entities; when
 that ``k`` would pass ``_MAX_VECTOR_K``, the namespace is small beside the others and is
-scanned exactly instead. Starting every search at ``k = 50``, the linking of one LoCoMo
-conversation (about 600 entities, beside a namespace of 52,000) asked the index four times
-per vector before scanning exactly, and took 270 ms; sized, 9 ms.
+scanned exactly instead, without first asking the index for ever larger ``k``.
 
 The index's own scores are approximate (it may quantise vectors) and only pick candidates;
 the returned score is the exact raw cosine of the stored floats, computed by the server
@@ -19,9 +17,7 @@ vector at once. The counts that size ``k`` are cached by the store (:class:`Enti
 The rest runs in one managed transaction (:func:`grown_searches_tx`): a namespace too
 small beside the others for the index (``first_k`` None) is scanned exactly, and a vector
 that found fewer than ``limit`` of the namespace's entities while the index had more to give
-asks for a larger ``k``. Against the earlier managed transaction of a count, the index
-query and a read of the hits' fields, a search for the top 10 took 15-17 ms p50 instead of
-24-26 ms (hotpotqa's 8,000 entities, 50 questions, Neo4j 5 on 2 cores).
+asks for a larger ``k``. Figures: ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

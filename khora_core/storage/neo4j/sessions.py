@@ -3,7 +3,7 @@ transactions retried like managed ones. Driver errors are translated here (``err
 
 A managed transaction (``execute_read``) costs a BEGIN and a COMMIT round trip around its
 statements. For one statement, an auto-commit transaction reads the same with one round
-trip (Neo4j 5 on 2 cores: ``RETURN 1`` in 3.0 ms instead of 4.1-5.0 ms). A failure the
+trip. A failure the
 driver calls retryable (a transient error, a lost connection) is retried up to
 ``_READ_ATTEMPTS`` times, as a managed transaction would; reads of several statements stay
 in one managed transaction.

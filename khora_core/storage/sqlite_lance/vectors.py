@@ -2,10 +2,10 @@
 
 Chunk vectors live durably in LanceDB (``lance.py``); each namespace's vectors are loaded
 once into a unit-normalised float32 matrix and searched with one matrix-vector product.
-That is exact (recall 1.0) and, at 100k x 384, about 10 ms of CPU per query, where a
-LanceDB flat scan measured 70-100 ms and an IVF_FLAT index reached only 0.92 recall@10 at
-40 probes on clustered embeddings. The price is memory (n x dim x 4 bytes per loaded
-namespace) and a one-off load (about 1-2 s at 100k chunks) on a namespace's first search.
+That is exact (recall 1.0) and faster than LanceDB's own flat scan, where its approximate
+index loses recall on clustered embeddings (figures in ``docs/benchmarks.md``). The price
+is memory (n x dim x 4 bytes per loaded namespace) and a one-off load on a namespace's
+first search.
 
 Consistency: every write bumps ``namespaces.vector_version`` in its SQLite transaction. A
 search compares that counter with its cached snapshot and reloads from LanceDB when the
