@@ -110,6 +110,27 @@ def _clean(value: Any, limit: int) -> str | None:
     return value[:limit] if value else None
 
 
+def _kept_entities(raw_entities: list[Any], entity_types: Sequence[str] | None) -> dict[str, ExtractedEntity]:
+    """The answer's entities of an allowed type, by case-folded name (the first one wins)."""
+    allowed_e = {normalise_type(t): t for t in entity_types} if entity_types else None
+    entities: dict[str, ExtractedEntity] = {}
+    for item in raw_entities:
+        if not isinstance(item, dict):
+            continue
+        name = _clean(item.get("name"), _MAX_NAME)
+        etype = normalise_type(str(item.get("type") or "CONCEPT")) or "CONCEPT"
+        if name is None:
+            continue
+        if allowed_e is not None:
+            if etype not in allowed_e:
+                continue
+            etype = allowed_e[etype]
+        entities.setdefault(
+            name.casefold(), ExtractedEntity(name, etype, _clean(item.get("description"), _MAX_DESCRIPTION))
+        )
+    return entities
+
+
 def parse_extraction(
     data: Any,
     *,
@@ -144,25 +165,8 @@ def parse_extraction(
         raise MalformedOutputError(
             "The answer has neither 'entities' nor 'relationships'.", raw=json.dumps(data)[:2000]
         )
-    allowed_e = {normalise_type(t): t for t in entity_types} if entity_types else None
     allowed_r = {normalise_type(t): t for t in relationship_types} if relationship_types else None
-
-    entities: dict[str, ExtractedEntity] = {}
-    for item in raw_entities:
-        if not isinstance(item, dict):
-            continue
-        name = _clean(item.get("name"), _MAX_NAME)
-        etype = normalise_type(str(item.get("type") or "CONCEPT")) or "CONCEPT"
-        if name is None:
-            continue
-        if allowed_e is not None:
-            if etype not in allowed_e:
-                continue
-            etype = allowed_e[etype]
-        entities.setdefault(
-            name.casefold(), ExtractedEntity(name, etype, _clean(item.get("description"), _MAX_DESCRIPTION))
-        )
-
+    entities = _kept_entities(raw_entities, entity_types)
     generic = constrain_entity_type("CONCEPT", list(entity_types)) if entity_types else "CONCEPT"
     relations: dict[tuple[str, str, str], ExtractedRelation] = {}
     for item in raw_relations:

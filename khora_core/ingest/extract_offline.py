@@ -68,6 +68,66 @@ _APPOSITION_ROLE = re.compile(
 _SPECIFICITY = {"CONCEPT": 0}
 
 
+def _strip_leading(parts: list[_Tok], cues: set[str]) -> list[_Tok]:
+    """``parts`` without the leading function words, titles and roles, which are not part of
+    the name; a title adds the cue ``title`` and a role ``role``."""
+    while parts and (
+        parts[0].low in lx.LEADING_STOPWORDS
+        or parts[0].low in lx.PERSON_TITLES
+        or parts[0].low in lx.ROLE_WORDS
+        or parts[0].low in _CONNECTORS
+    ):
+        low = parts[0].low
+        if low in lx.PERSON_TITLES and len(parts) > 1:
+            cues.add("title")
+        elif low in lx.ROLE_WORDS and len(parts) > 1 and parts[1].low not in _CONNECTORS:
+            cues.add("role")
+        parts = parts[1:]
+    return parts
+
+
+def _context_cues(text: str, start: int, end: int, sent_start: int) -> set[str]:
+    """What the words around the name at ``text[start:end]`` say about its type."""
+    cues: set[str] = set()
+    after = text[end : end + 40]
+    before_words = re.findall(r"[\w'-]+", text[max(sent_start, start - 40) : start].lower())
+    follow = re.match(r"\W*?(\w+)", after)
+    next_word = follow.group(1).lower() if follow else ""
+    if next_word in lx.PERSON_VERBS or _APPOSITION_ROLE.match(after):
+        cues.add("person_verb")
+    if before_words:
+        prev = before_words[-1]
+        if prev in ("project", "initiative", "codenamed", "code-named"):
+            cues.add("project")
+        elif prev == "at" and len(before_words) > 1 and before_words[-2] in lx.WORK_WORDS:
+            cues.add("org_context")
+        elif prev in _ORG_OBJECT_VERBS or before_words[-2:] in (["employed", "by"], ["hired", "by"]):
+            cues.add("org_context")
+        elif prev in _LOCATION_PREPOSITIONS or before_words[-2:] in (
+            ["based", "in"],
+            ["headquartered", "in"],
+        ):
+            cues.add("location_context")
+    return cues
+
+
+def _lone_word_is_name(text: str, tok: _Tok, sent_start: int, mid_caps: set[str], cues: set[str]) -> bool:
+    """Whether one capitalised word is a name: not too short, not an ignored or long
+    acronym, and, at the start of a clause (where any word is capitalised), supported by a
+    capitalised use elsewhere, a known first name or place, a person verb or a possessive."""
+    if len(tok.text) < 2 or tok.low in lx.IGNORED_ACRONYMS or (tok.allcaps and len(tok.text) > 6):
+        return False
+    if not _opens_clause(text, sent_start, tok.start) or tok.allcaps:
+        return True
+    return (
+        tok.low in mid_caps
+        or tok.low in lx.FIRST_NAMES
+        or tok.low in lx.GAZETTEER
+        or "person_verb" in cues
+        or text[tok.end : tok.end + 2] in ("'s", "’s")
+    )
+
+
 def _opens_clause(text: str, sent_start: int, pos: int) -> bool:
     """Whether the word at ``pos`` opens its sentence, or a clause after a colon ("Melanie:
     Wow, that's cool", "Subject: Pilot request"): there its capital is no sign of a name."""
@@ -313,19 +373,7 @@ class OfflineExtractor:
                 self._name_mentions(text, tokens, right, sent_start, mid_caps) if right else []
             )
         cues: set[str] = set()
-        # Leading function words, titles and roles are not part of the name.
-        while parts and (
-            parts[0].low in lx.LEADING_STOPWORDS
-            or parts[0].low in lx.PERSON_TITLES
-            or parts[0].low in lx.ROLE_WORDS
-            or parts[0].low in _CONNECTORS
-        ):
-            low = parts[0].low
-            if low in lx.PERSON_TITLES and len(parts) > 1:
-                cues.add("title")
-            elif low in lx.ROLE_WORDS and len(parts) > 1 and parts[1].low not in _CONNECTORS:
-                cues.add("role")
-            parts = parts[1:]
+        parts = _strip_leading(parts, cues)
         if not parts:
             return []
         out: list[_Mention] = []
@@ -350,40 +398,9 @@ class OfflineExtractor:
             return out
         first = parts[0]
         name = text[first.start : parts[-1].end].rstrip(".")
-        after = text[parts[-1].end : parts[-1].end + 40]
-        before_words = re.findall(r"[\w'-]+", text[max(sent_start, first.start - 40) : first.start].lower())
-        follow = re.match(r"\W*?(\w+)", after)
-        next_word = follow.group(1).lower() if follow else ""
-        if next_word in lx.PERSON_VERBS or _APPOSITION_ROLE.match(after):
-            cues.add("person_verb")
-        if before_words:
-            prev = before_words[-1]
-            if prev in ("project", "initiative", "codenamed", "code-named"):
-                cues.add("project")
-            elif prev == "at" and len(before_words) > 1 and before_words[-2] in lx.WORK_WORDS:
-                cues.add("org_context")
-            elif prev in _ORG_OBJECT_VERBS or before_words[-2:] in (["employed", "by"], ["hired", "by"]):
-                cues.add("org_context")
-            elif prev in _LOCATION_PREPOSITIONS or before_words[-2:] in (
-                ["based", "in"],
-                ["headquartered", "in"],
-            ):
-                cues.add("location_context")
-        if len(parts) == 1:
-            tok = first
-            if len(tok.text) < 2 or tok.low in lx.IGNORED_ACRONYMS or (tok.allcaps and len(tok.text) > 6):
-                return out
-            at_sentence_start = _opens_clause(text, sent_start, tok.start)
-            if at_sentence_start and not tok.allcaps:
-                supported = (
-                    tok.low in mid_caps
-                    or tok.low in lx.FIRST_NAMES
-                    or tok.low in lx.GAZETTEER
-                    or "person_verb" in cues
-                    or text[tok.end : tok.end + 2] in ("'s", "’s")
-                )
-                if not supported:
-                    return out
+        cues |= _context_cues(text, first.start, parts[-1].end, sent_start)
+        if len(parts) == 1 and not _lone_word_is_name(text, first, sent_start, mid_caps, cues):
+            return out
         out.append(_Mention(first.start, parts[-1].end, name, _type_of(parts, cues), cues=cues))
         return out
 

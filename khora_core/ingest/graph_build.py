@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -183,20 +183,7 @@ def assemble_graph(
             (:func:`resolve_names`).
         (others: see :func:`build_graph`)
     """
-
-    # Every name that can point at an entity: resolved clusters first, then stored entities.
-    targets: dict[str, str] = {}
-    records: dict[str, tuple[ResolvedEntity | None, Entity | None]] = {}
-    for r in resolution.entities:
-        eid = r.id(namespace_id)
-        records[eid] = (r, r.existing)
-        for name in (r.name, *r.aliases, *r.surface_forms):
-            targets.setdefault(name, eid)
-    for ent in existing:
-        records.setdefault(ent.id, (None, ent))
-        for name in (ent.name, *ent.aliases):
-            targets.setdefault(name, ent.id)
-    matcher = KeywordMatcher(n for n in targets if len(normalise_name(n)) >= 2)
+    targets, records = _link_targets(resolution, existing, namespace_id)
     resolved_ids: dict[str, str | None] = {}
 
     def resolved_id(name: str) -> str | None:
@@ -206,6 +193,62 @@ def assemble_graph(
             resolved_ids[name] = resolved.id(namespace_id) if resolved is not None else None
         return resolved_ids[name]
 
+    per_chunk = _chunk_mentions(chunk_ids, chunk_texts, extractions, targets, resolved_id)
+    totals: Counter[str] = Counter()
+    mention_rows = []
+    for cid, counts in per_chunk.items():
+        for eid, n in counts.items():
+            totals[eid] += n
+            mention_rows.append(Mention(entity_id=eid, chunk_id=cid, document_id=document_id, count=n))
+    entities = _mentioned_entities(records, totals, namespace_id)
+    relationships = _relationships(chunk_ids, extractions, resolved_id, namespace_id, document_id)
+    vectorless: set[str] = set()
+    if entity_vectors == "repeated":
+        chunks_of = Counter(eid for counts in per_chunk.values() for eid in counts)
+        # Mentioned before (stored, or earlier in the batch), or here in two chunks: repeated.
+        vectorless = {e.id for e in entities if records[e.id][1] is None and chunks_of[e.id] < 2}
+    return GraphParts(
+        entities=entities,
+        mentions=mention_rows,
+        relationships=relationships,
+        vectorless=vectorless,
+    )
+
+
+#: A linked entity: its resolved cluster (None for a stored entity the document only names)
+#: and its stored version (None for a new one).
+_Record = tuple[ResolvedEntity | None, Entity | None]
+
+
+def _link_targets(
+    resolution: Resolution, existing: Sequence[Entity], namespace_id: str
+) -> tuple[dict[str, str], dict[str, _Record]]:
+    """Every name that can point at an entity, with the entity's id (resolved clusters
+    first, then stored entities), and each entity's record by id."""
+    targets: dict[str, str] = {}
+    records: dict[str, _Record] = {}
+    for r in resolution.entities:
+        eid = r.id(namespace_id)
+        records[eid] = (r, r.existing)
+        for name in (r.name, *r.aliases, *r.surface_forms):
+            targets.setdefault(name, eid)
+    for ent in existing:
+        records.setdefault(ent.id, (None, ent))
+        for name in (ent.name, *ent.aliases):
+            targets.setdefault(name, ent.id)
+    return targets, records
+
+
+def _chunk_mentions(
+    chunk_ids: Sequence[str],
+    chunk_texts: Sequence[str],
+    extractions: Mapping[str, ChunkExtraction],
+    targets: Mapping[str, str],
+    resolved_id: Callable[[str], str | None],
+) -> dict[str, Counter[str]]:
+    """Mentions per entity id in each chunk: the keyword matches of every known name, and
+    at least one for each entity extracted from the chunk."""
+    matcher = KeywordMatcher(n for n in targets if len(normalise_name(n)) >= 2)
     per_chunk: dict[str, Counter[str]] = {}
     for cid, text in zip(chunk_ids, chunk_texts, strict=True):
         counts: Counter[str] = Counter()
@@ -219,14 +262,14 @@ def assemble_graph(
                     counts[eid] = max(counts[eid], 1)
         if counts:
             per_chunk[cid] = counts
+    return per_chunk
 
-    totals: Counter[str] = Counter()
-    mention_rows = []
-    for cid, counts in per_chunk.items():
-        for eid, n in counts.items():
-            totals[eid] += n
-            mention_rows.append(Mention(entity_id=eid, chunk_id=cid, document_id=document_id, count=n))
 
+def _mentioned_entities(
+    records: Mapping[str, _Record], totals: Counter[str], namespace_id: str
+) -> list[Entity]:
+    """The entities the document mentions, with its mention count (a stored entity keeps
+    its embedding)."""
     entities = []
     for eid, (resolved, stored) in records.items():
         if totals[eid] == 0:
@@ -246,7 +289,17 @@ def assemble_graph(
             )
         elif stored is not None:
             entities.append(stored.model_copy(update={"mention_count": totals[eid]}))
+    return entities
 
+
+def _relationships(
+    chunk_ids: Sequence[str],
+    extractions: Mapping[str, ChunkExtraction],
+    resolved_id: Callable[[str], str | None],
+    namespace_id: str,
+    document_id: str,
+) -> list[Relationship]:
+    """The extracted relations between resolved entities; a repeat adds 1 to the weight."""
     relationships: dict[str, Relationship] = {}
     for cid in chunk_ids:
         extraction = extractions.get(cid)
@@ -271,14 +324,4 @@ def assemble_graph(
                 document_id=document_id,
                 chunk_id=cid,
             )
-    vectorless: set[str] = set()
-    if entity_vectors == "repeated":
-        chunks_of = Counter(eid for counts in per_chunk.values() for eid in counts)
-        # Mentioned before (stored, or earlier in the batch), or here in two chunks: repeated.
-        vectorless = {e.id for e in entities if records[e.id][1] is None and chunks_of[e.id] < 2}
-    return GraphParts(
-        entities=entities,
-        mentions=mention_rows,
-        relationships=list(relationships.values()),
-        vectorless=vectorless,
-    )
+    return list(relationships.values())
