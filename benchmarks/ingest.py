@@ -356,6 +356,17 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
         f"{n_items} documents from {', '.join(names)} (join={args.join}, skeleton scope {scope}); "
         f"one process per stack, each warmed up with {args.warmup} documents first"
     )
+    results = _run_stacks(args, argv)
+    if args.repeat > 1:
+        _print_rounds(args, results)
+    _print_ingest(args, results, n_items)
+    _print_skeleton(results)
+    _print_embedder_time(results)
+    _print_notes()
+
+
+def _run_stacks(args: argparse.Namespace, argv: list[str]) -> dict[str, dict[str, Any]]:
+    """Each stack's representative result, from one child process per stack."""
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="khora-bench-ingest-") as tmp:
         for name in stack_names(args.stack):
@@ -375,38 +386,44 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
                 print(f"[{name}] failed (exit code {code})")
                 continue
             results[name] = _representative(json.loads(out.read_text()))
+    return results
+
+
+def _print_rounds(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> None:
+    print_table(
+        f"Rounds ({args.repeat} per stack, each: the embedder alone, then remember_batch into a "
+        "fresh namespace); the tables below show the median round",
+        [
+            "stack",
+            "round",
+            "embedder alone s",
+            "remember_batch s",
+            "ratio",
+            "median ratio",
+            "machine CPU s: alone",
+            "remember_batch",
+            "CPU ratio",
+        ],
+        [
+            [
+                n,
+                i + 1,
+                round(x["alone_s"], 1),
+                round(x["ingest_s"], 1),
+                round(_ratio(x), 3),
+                round(r["median_ratio"], 3),
+                _cpu(x.get("alone_cpu_s")),
+                _cpu(x.get("ingest_cpu_s")),
+                _cpu_ratio(x),
+            ]
+            for n, r in results.items()
+            for i, x in enumerate(r["rounds"])
+        ],
+    )
+
+
+def _print_ingest(args: argparse.Namespace, results: dict[str, dict[str, Any]], n_items: int) -> None:
     target = {"sqlite_lance": 0.75, "postgres": 0.60}
-    if args.repeat > 1:
-        print_table(
-            f"Rounds ({args.repeat} per stack, each: the embedder alone, then remember_batch into a "
-            "fresh namespace); the tables below show the median round",
-            [
-                "stack",
-                "round",
-                "embedder alone s",
-                "remember_batch s",
-                "ratio",
-                "median ratio",
-                "machine CPU s: alone",
-                "remember_batch",
-                "CPU ratio",
-            ],
-            [
-                [
-                    n,
-                    i + 1,
-                    round(x["alone_s"], 1),
-                    round(x["ingest_s"], 1),
-                    round(_ratio(x), 3),
-                    round(r["median_ratio"], 3),
-                    _cpu(x.get("alone_cpu_s")),
-                    _cpu(x.get("ingest_cpu_s")),
-                    _cpu_ratio(x),
-                ]
-                for n, r in results.items()
-                for i, x in enumerate(r["rounds"])
-            ],
-        )
     rows = []
     for name, r in results.items():
         alone = r["texts"] / r["alone_s"]
@@ -443,6 +460,9 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
         ],
         rows,
     )
+
+
+def _print_skeleton(results: dict[str, dict[str, Any]]) -> None:
     print_table(
         "Skeleton: LLM extraction calls (one per core chunk)",
         [
@@ -473,6 +493,9 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
             for n, r in results.items()
         ],
     )
+
+
+def _print_embedder_time(results: dict[str, dict[str, Any]]) -> None:
     print_table(
         "Where remember_batch spends its time",
         [
@@ -507,6 +530,9 @@ def main_parent(args: argparse.Namespace, argv: list[str]) -> None:
             for n, r in results.items()
         ],
     )
+
+
+def _print_notes() -> None:
     print(
         "\nRSS before = after loading the model and encoding the chunks once (torch included); "
         "peak = the process's peak during remember_batch. Database servers are not counted.\n"
