@@ -290,6 +290,13 @@ async def main_async(args: argparse.Namespace) -> None:
         finally:
             if name == "sqlite_lance":
                 remove_dir(cfg.storage.data_dir)
+    _print_latency(results)
+    _print_stages(results)
+    _print_gc(results)
+    _print_vectorstore(results)
+
+
+def _print_latency(results: dict[str, dict[str, Any]]) -> None:
     rows = []
     for name, r in results.items():
         groups: dict[str, list[float]] = defaultdict(list)
@@ -324,6 +331,9 @@ async def main_async(args: argparse.Namespace) -> None:
         ["stack", "mode / complexity", "queries", "p50", "p95", "target p95", "meets"],
         rows,
     )
+
+
+def _print_stages(results: dict[str, dict[str, Any]]) -> None:
     rows = []
     for name, r in results.items():
         by_label = defaultdict(list)
@@ -342,6 +352,9 @@ async def main_async(args: argparse.Namespace) -> None:
         ["stack", "mode / complexity", "queries", *STAGES, "wall"],
         rows,
     )
+
+
+def _print_gc(results: dict[str, dict[str, Any]]) -> None:
     print_table(
         "Full garbage collections during the timed recalls (a full collection walks every "
         "object alive: about 0.3 s once torch and sentence-transformers are imported, unless "
@@ -357,6 +370,9 @@ async def main_async(args: argparse.Namespace) -> None:
             for name, r in results.items()
         ],
     )
+
+
+def _print_vectorstore(results: dict[str, dict[str, Any]]) -> None:
     pg = results.get("postgres", {})
     if pg.get("pgvector"):
         rows = []
