@@ -257,7 +257,7 @@ async def namespace_hint(kb: Khora, namespace: str, exc: NamespaceNotFoundError)
     return NamespaceNotFoundError(
         f"No namespace has the id {namespace!r}, but {which} named {namespace!r}. Namespaces are "
         f"addressed by id: pass namespace={named[0]!r}, or create one with that id "
-        f"(create_namespace(namespace_id={namespace!r}))."
+        f"(create_namespace(namespace={namespace!r}))."
     )
 
 

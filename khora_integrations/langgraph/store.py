@@ -249,7 +249,7 @@ class KhoraStore(BaseStore):
         else:
             raise InvalidInputError(f"index must be None, False or a list of field paths, got {index!r}")
         text = content_for(value, fields) if fields else ""
-        await kb.create_namespace("/".join(namespace), namespace_id=nsid)
+        await kb.create_namespace("/".join(namespace), namespace=nsid)
         previous = await self._current(kb, nsid, key)
         now = datetime.now(timezone.utc).isoformat()
         metadata = {
