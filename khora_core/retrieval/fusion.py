@@ -43,6 +43,7 @@ from typing import Union
 __all__ = [
     "FusedItem",
     "FusionPolicy",
+    "calibrated_similarity",
     "confident_top",
     "entity_specificity",
     "evidence_weights",
@@ -211,10 +212,21 @@ def keyword_quality(query: str, top_text: str | None) -> float:
 def graph_quality(seed_scores: Iterable[float]) -> float:
     """How well the graph channel's entry entities match the question, in [0, 1].
 
-    The strongest entry entity decides: 1.0 for an exact name link, the fuzzy ratio or
-    cosine otherwise, 0 when the channel had no entry entity at all.
+    The strongest entry entity decides: 1.0 for an exact name link, the fuzzy ratio or the
+    calibrated cosine (``calibrated_similarity``) otherwise, each scaled by the entity's
+    specificity by the caller; 0 when the channel had no entry entity at all.
     """
     return max((min(1.0, max(0.0, s)) for s in seed_scores), default=0.0)
+
+
+def calibrated_similarity(score: float, floor: float) -> float:
+    """An entity found by embedding, as evidence in [0, 1]: its cosine rescaled from
+    ``[floor, 1]`` (``floor``: the lowest similarity at which an entity is accepted at all) to
+    ``[0, 1]``, so an entity that barely clears the bar counts as weak evidence, not as the
+    0.4 that its raw cosine would claim against an exact name link's 1.0."""
+    if floor >= 1.0:
+        return 1.0 if score >= 1.0 else 0.0
+    return min(1.0, max(0.0, (score - floor) / (1.0 - floor)))
 
 
 def entity_specificity(mentions: int, chunks: int, *, common_share: float) -> float:

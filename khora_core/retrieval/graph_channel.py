@@ -1,54 +1,38 @@
 """The graph channel: entry entities, an adaptive-depth walk, and the chunks they reach.
 
-**Graph channel scoring.** Entry entities are the linked mentions (score = link strength)
-plus the entities nearest the query embedding (score = cosine), up to the route's
-``entry_entities``, each score times the entity's specificity: an entity mentioned in more
-than ``graph_common_entity_share`` (5 %) of the namespace's chunks is discounted on a log
-scale (``fusion.entity_specificity``), so a chat's speaker, named in half its turns, no
-longer makes the graph's list of her turns outvote the vector channel (the chunk count is
-read while the walk runs, and kept for 30 s: ``retrieval.chunk_counts``). On LoCoMo (embedded store, defaults) the 178 questions routed
-COMPLEX, mostly because they name a speaker and one other thing, went from recall@10 0.415
-to 0.453-0.457 over two runs (cosine alone: 0.506), and all 760 from 0.502 to 0.508-0.510;
-the multi-hop sets, where few entities are that common, kept HYBRID Recall@5 at 68.7 /
-75.0-76.2 / 80.0 on MuSiQue / 2Wiki / HotpotQA. After the adaptive-depth walk, a chunk's graph score is the evidence it
-carries: the sum of the scores of the entry entities it mentions, plus ``0.5 ** d`` times
-the channel's quality for each ring of entities ``d`` hops out that it mentions. Mention
-counts do not rank chunks (they break ties), so a chunk that merely says a name twice does
-not outrank one that names two asked-about entities.
+**Entry entities** are the question's linked mentions (score = link strength) plus the
+entities nearest the question's embedding (score = cosine), up to the route's
+``entry_entities``. Each score is multiplied by the entity's specificity
+(``fusion.entity_specificity``): an entity named in more than ``graph_common_entity_share`` of
+the namespace's chunks, such as a chat's speaker, picks out little and is discounted on a log
+scale (the chunk count is read while the walk runs and cached briefly:
+``retrieval.chunk_counts``).
+
+**Evidence.** After the adaptive-depth walk, a chunk's graph evidence is the sum of the
+scores of the entry entities it mentions, plus ``0.5 ** d`` times the channel's quality for
+each ring of entities ``d`` hops out that it mentions, plus the passage seeds (the entities
+of the passages nearest the question, HippoRAG-style). Mention counts only break ties, so a
+chunk that repeats one name does not outrank a chunk that names two asked-about entities.
 
 **Reach.** Each evidence group (an entry entity, a ring, the passage seeds) reaches at most
 the candidate pool's count of chunks. Unfiltered, the channel reads each entity's
-``graph_reach_scan`` (200, four times the pool) most-mentioning chunks, scores them all for
-relevance (below) in one pass, and each group keeps its most relevant ones. Cutting by
-mention count instead left a popular entity's reach to its most repetitive chunks, and,
-among the many chunks that name a ring's entities once, to chunk ids, which derive from the
-namespace id. Three ingests of each multi-hop development set (HYBRID, ``limit=5``, embedded
-store) scored Recall@5 65.7 / 65.7 / 67.7 on MuSiQue, 71.2 / 73.8 / 73.8 on 2Wiki and 79.0 /
-78.0 / 81.0 on HotpotQA cut by mentions, and 68.7 / 68.8 / 67.2, 76.2 / 76.2 / 75.0 and 80.0 x 3
-cut by relevance. A scan of 400 scored about the same (68.7 / 68.8 / 67.8, 76.2 x 3, 80.0 x 3)
-and cost the graph channel 4-6 ms more than a scan of 50 on PostgreSQL + Neo4j (200: within
-noise of 50); 800 lost 2Wiki points (73.8 x 3). Filtered or temporal recalls reach by pages
-that the store filters and orders (most mentions, or newest first), then rank by relevance.
+``graph_reach_scan`` most-mentioning chunks, scores them all for relevance (below) in one
+pass, and each group keeps its most relevant ones, so a popular entity's reach is not decided
+by which chunks repeat its name most. Filtered or temporal recalls reach by pages that the
+store filters and orders (most mentions, or newest first), then rank by relevance.
 
-**Bridge relevance.** The relevance that multiplies a reached chunk's evidence is the better
-of its cosine with the question and its cosine with the *bridged question*, the question's
-vector plus the nearest passage's, renormalised (a Rocchio step of weight 1 towards the first
-hop). The second hop of a multi-hop question ("the currency before the euro in the country
-Signmark is from") is about the bridge entity (Finland), not the question's words, so its
-cosine with the question alone is low; with the first hop's passage (Signmark's, naming
-Finland) added it rises. It costs a second cosine per reached chunk, computed in the same
-pass as the first (``similarities_many``; the nearest passage's vector comes with the vector
-channel's hit).
+**Bridge relevance.** A reached chunk's evidence is multiplied by its relevance: the better of
+its cosine with the question and its cosine with the *bridged question* (the question's
+vector plus the nearest passage's, renormalised: a Rocchio step towards the first hop). The
+second hop of a multi-hop question is about the bridge entity that the first hop names, not
+about the question's words, so its cosine with the question alone is low.
 
 **Nominations.** Beside another channel, the graph hands fusion only its best ``nominate``
 chunks, as many as the recall returns. With RRF's ``k = 60`` any chunk that two channels
-list outscores any chunk that one lists (0.4/61 + 0.6/110 > 0.6/61 at the COMPLEX weights),
-so the graph's weak tail (chunks that merely name a popular entity) would act as votes for
-the vector channel's mid-ranked hits and push the graph's own best finds, often the second
-hop that the vector channel misses, out of the result. Measured on the multi-hop development
-sets (HYBRID, embedded store, offline extractor, one ingest): Recall@5 with ``limit=5`` 63.3 /
-70.0 / 79.0 -> 66.0 / 73.8 / 79.0 on MuSiQue / 2Wiki / HotpotQA; Recall@10 with ``limit=10``
-73.7 / 77.5 / 87.0 -> 77.0 / 80.0 / 88.0 (before the reach by relevance).
+list outscores any chunk that one lists, so a long graph tail (chunks that merely name a
+popular entity) would act as votes for the vector channel's mid-ranked hits and push the
+graph's own best finds, often the second hop that the vector channel misses, out of the
+result. Measured effects of these choices are in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -64,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from khora_core.config import VectorCypherConfig
 from khora_core.models import ChunkHit
 from khora_core.retrieval.channels import ChannelResult
-from khora_core.retrieval.fusion import entity_specificity, graph_quality
+from khora_core.retrieval.fusion import calibrated_similarity, entity_specificity, graph_quality
 from khora_core.retrieval.linking import LinkedEntity
 from khora_core.retrieval.ppr import walk_passages
 from khora_core.retrieval.router import RoutingDecision, adaptive_depth
@@ -117,9 +101,11 @@ async def graph_channel(
     graph = stack.graph
     seeds: dict[str, tuple[str, float, str]] = {}  # id -> (name, score, how)
     mentions: dict[str, int] = {}
+    floor = config.retriever_min_entity_similarity
     for link in linked:
         if link.entity.id not in seeds:
-            seeds[link.entity.id] = (link.entity.name, link.score, link.match)
+            score = calibrated_similarity(link.score, floor) if link.match == "embedding" else link.score
+            seeds[link.entity.id] = (link.entity.name, score, link.match)
             mentions[link.entity.id] = link.entity.mention_count
     if query_vector is not None and len(seeds) < decision.entry_entities:
         if entry_hits is None:
@@ -132,8 +118,12 @@ async def graph_channel(
         for hit in entry_hits:
             if len(seeds) >= decision.entry_entities:
                 break
-            if hit.score >= config.retriever_min_entity_similarity and hit.entity.id not in seeds:
-                seeds[hit.entity.id] = (hit.entity.name, float(hit.score), "vector")
+            if hit.score >= floor and hit.entity.id not in seeds:
+                seeds[hit.entity.id] = (
+                    hit.entity.name,
+                    calibrated_similarity(float(hit.score), floor),
+                    "vector",
+                )
                 mentions[hit.entity.id] = hit.entity.mention_count
     if config.graph_scoring == "walk" and filter is None and not temporal_sort and query_vector is not None:
         return await _walk_channel(
@@ -154,7 +144,7 @@ async def graph_channel(
     depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
     walk: asyncio.Task[Any] | None = None
     counting: asyncio.Task[int] | None = None
-    if seeds and config.graph_common_entity_share < 1.0:
+    if (seeds or query_vector is not None) and config.graph_common_entity_share < 1.0:
         counting = asyncio.ensure_future(
             chunk_count() if chunk_count is not None else stack.documents.count_chunks(namespace_id)
         )
@@ -181,13 +171,15 @@ async def graph_channel(
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         raise
-    specificity = {
-        eid: entity_specificity(
-            mentions[eid], chunks_in_namespace, common_share=config.graph_common_entity_share
+
+    def specific(entity_mentions: int) -> float:
+        return entity_specificity(
+            entity_mentions, chunks_in_namespace, common_share=config.graph_common_entity_share
         )
-        for eid in seeds
-    }
+
+    specificity = {eid: specific(mentions[eid]) for eid in seeds}
     seeds = {eid: (n, s * specificity[eid], h) for eid, (n, s, h) in seeds.items()}
+    passage_seeds = {eid: s * specific(n) for eid, (s, n) in passage_seeds.items()}
     quality = graph_quality(s for _, s, _ in seeds.values())
     info: dict[str, Any] = {
         "entry_entities": [
@@ -255,7 +247,8 @@ async def graph_channel(
         return (-round(scored[cid], 9), -(when or _EPOCH).timestamp(), -reached.mentions[cid], cid)
 
     ranked = sorted(reached.evidence, key=order)
-    returned = limit if nominate is None else max(1, min(limit, nominate))
+    returned = limit if nominate is None else nominations(nominate, limit, quality)
+    info["nominated"] = returned if nominate is not None else None
     if reached.chunks:
         ranked = [cid for cid in ranked if cid in reached.chunks][:returned]
         rows = {cid: reached.chunks[cid].chunk for cid in ranked}
@@ -357,10 +350,11 @@ async def _passage_seeds(
     seeds: dict[str, tuple[str, float, str]],
     passages: Awaitable[ChannelResult] | None,
     filter: RecallFilter | None,
-) -> tuple[dict[str, float], list[ChunkHit]]:
+) -> tuple[dict[str, tuple[float, int]], list[ChunkHit]]:
     """Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
     are where a second hop starts ("the startup where X worked" -> that startup's passages);
-    each scores half its passage's similarity. Also returns those passages, nearest first."""
+    each scores half its passage's similarity (before its specificity), and comes with its
+    mention count. Also returns those passages, nearest first."""
     if query_vector is None or PASSAGE_SEEDS <= 0:
         return {}, []
     if passages is not None:
@@ -369,12 +363,26 @@ async def _passage_seeds(
         page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
         nearest = page.hits
     by_chunk = await stack.graph.entities_for_chunks(namespace_id, [h.chunk.id for h in nearest])
-    out: dict[str, float] = {}
+    out: dict[str, tuple[float, int]] = {}
     for h in nearest:
         for ent in by_chunk.get(h.chunk.id, []):
             if ent.id not in seeds and ent.type != "DATE":
-                out[ent.id] = max(out.get(ent.id, 0.0), 0.5 * float(h.score))
+                score = max(out.get(ent.id, (0.0, 0))[0], 0.5 * float(h.score))
+                out[ent.id] = (score, ent.mention_count)
     return out, list(nearest)
+
+
+def nominations(nominate: int, limit: int, quality: float) -> int:
+    """How many chunks the graph hands fusion beside another channel: ``nominate`` scaled by
+    the strength of its question-specific entity evidence (``quality``), at least one.
+
+    Under RRF any chunk that two channels list outranks the chunks that one lists, so each
+    nomination that the vector channel also found moves it up past the vector channel's own
+    order. A graph anchored only on entities that pick out little (a chat's speaker) or on a
+    weak embedding match nominates one or two chunks; an exact link to a specific entity
+    nominates the full ``nominate``.
+    """
+    return max(1, min(limit, round(nominate * min(1.0, max(0.0, quality)))))
 
 
 def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]) -> list[float] | None:

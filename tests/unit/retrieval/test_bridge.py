@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from khora_core.retrieval.graph_channel import bridged_query
+from khora_core.retrieval.graph_channel import bridged_query, nominations
 
 
 def test_bridged_query_is_unit_length_and_halfway_between() -> None:
@@ -26,3 +26,11 @@ def test_bridged_query_of_the_same_direction_is_that_direction() -> None:
 )
 def test_bridged_query_without_a_direction_is_none(q: list[float], p: list[float]) -> None:
     assert bridged_query(q, p) is None
+
+
+def test_nominations_scale_with_the_graph_evidence() -> None:
+    assert nominations(10, 15, 1.0) == 10  # an exact link to a specific entity: all of them
+    assert nominations(10, 15, 0.5) == 5
+    assert nominations(10, 15, 0.07) == 1  # only a chat's speaker: one
+    assert nominations(10, 15, 0.0) == 1  # passage seeds alone still nominate their best
+    assert nominations(20, 15, 1.0) == 15  # never more than the limit

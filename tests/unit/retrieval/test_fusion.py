@@ -7,6 +7,7 @@ import math
 import pytest
 
 from khora_core.retrieval.fusion import (
+    calibrated_similarity,
     FusionPolicy,
     confident_top,
     entity_specificity,
@@ -101,6 +102,15 @@ def test_entity_specificity_discounts_entities_named_in_many_chunks() -> None:
     assert entity_specificity(0, 100, common_share=0.05) == 1.0  # unknown count: one mention
     assert entity_specificity(90, 100, common_share=1.0) == 1.0  # off
     assert entity_specificity(3, 0, common_share=0.05) == 1.0  # no chunk count: no discount
+
+
+def test_calibrated_similarity_rescales_from_the_acceptance_floor() -> None:
+    assert calibrated_similarity(0.3, 0.3) == 0.0  # barely accepted: no evidence
+    assert calibrated_similarity(0.65, 0.3) == pytest.approx(0.5)
+    assert calibrated_similarity(1.0, 0.3) == 1.0
+    assert calibrated_similarity(0.1, 0.3) == 0.0  # below the floor: clipped
+    assert calibrated_similarity(0.4, 0.0) == pytest.approx(0.4)  # no floor: the cosine itself
+    assert calibrated_similarity(0.99, 1.0) == 0.0
 
 
 def test_keyword_quality_share_of_content_words() -> None:
