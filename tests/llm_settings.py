@@ -10,6 +10,10 @@ LLM_HOST = "127.0.0.1"
 LLM_PORT = 18765
 LLM_MODEL_ALIAS = "gemma3-270m"
 LLM_MODEL = f"openai/{LLM_MODEL_ALIAS}"
+#: The instruction-tuned model the same server also serves (``tools/cassettes.py`` lists both):
+#: for the paths where the base Gemma only echoes its prompt (HyDE passages, RAG answers).
+INSTRUCT_MODEL_ALIAS = "smollm2-135m"
+INSTRUCT_MODEL = f"openai/{INSTRUCT_MODEL_ALIAS}"
 LLM_API_BASE = f"http://{LLM_HOST}:{LLM_PORT}/v1"
 LLM_API_KEY = "sk-local-not-a-secret"
 

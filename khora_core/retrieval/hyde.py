@@ -4,7 +4,8 @@
 temporal questions). It needs an LLM; without one it never fires. The passage's embedding
 runs through the vector channel as an extra ``"hyde"`` ranking, fused at half the vector
 weight: it widens recall for questions phrased unlike their answers without outvoting the
-question's own embedding. Any LLM failure skips HyDE (recorded in ``engine_info``).
+question's own embedding. Any LLM failure, and an answer that echoes the prompt, skips HyDE
+(recorded in ``engine_info``).
 """
 
 from __future__ import annotations
@@ -40,10 +41,21 @@ def should_use_hyde(setting: str, *, complexity: QueryComplexity, is_temporal: b
 
 
 async def hypothetical_passage(query: str, llm: LLMClient, *, max_tokens: int = 200) -> str | None:
-    """A hypothetical answer passage, or None when the LLM fails or answers nothing."""
+    """A hypothetical answer passage, or None when the LLM fails, answers nothing or echoes
+    the prompt back."""
     try:
         text = await llm.complete_text(_PROMPT.format(query=query), max_tokens=max_tokens)
     except (LLMError, ConfigError):
         return None
     text = (text or "").strip()
-    return text or None
+    if not text or _echoes_prompt(text, query):
+        return None
+    return text
+
+
+def _echoes_prompt(text: str, query: str) -> bool:
+    """Whether the answer repeats the instructions (small base models often do): its
+    embedding would be the prompt's, not a hypothetical answer's."""
+    head = " ".join(text.split()).casefold()
+    instructions = " ".join(_PROMPT.split("\n\n")[0].split()).casefold()
+    return head.startswith(instructions[:60]) or f"question: {query}".casefold() in head

@@ -91,9 +91,19 @@ async def llm_rerank(query: str, passages: Sequence[str], llm: LLMClient) -> lis
     if len(passages) < 2:
         return None
     listing = "\n\n".join(f"[{i + 1}] {p[:800]}" for i, p in enumerate(passages))
+    # Every passage number once: servers that honour the schema (llama.cpp's grammar) cannot
+    # stop early, count past the last passage or invent numbers (uniqueness stays the model's).
+    numbers = list(range(1, len(passages) + 1))
     schema = {
         "type": "object",
-        "properties": {"ranking": {"type": "array", "items": {"type": "integer"}}},
+        "properties": {
+            "ranking": {
+                "type": "array",
+                "items": {"type": "integer", "enum": numbers},
+                "minItems": len(numbers),
+                "maxItems": len(numbers),
+            }
+        },
         "required": ["ranking"],
     }
     try:

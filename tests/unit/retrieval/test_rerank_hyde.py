@@ -29,8 +29,10 @@ async def test_unloadable_reranker_names_the_setting(tmp_path: Any) -> None:
 class ScriptedLLM:
     def __init__(self, answer: Any = None, error: Exception | None = None) -> None:
         self.answer, self.error = answer, error
+        self.schema: dict[str, Any] | None = None
 
     async def complete_json(self, prompt: str, *, schema: dict[str, Any] | None = None) -> Any:
+        self.schema = schema
         if self.error:
             raise self.error
         return self.answer
@@ -46,6 +48,15 @@ async def test_llm_rerank_orders_and_completes() -> None:
     assert order == [2, 0, 1]
     assert await rerank.llm_rerank("q", ["a", "b"], ScriptedLLM(error=LLMError("x"))) is None  # type: ignore[arg-type]
     assert await rerank.llm_rerank("q", ["a", "b"], ScriptedLLM({"oops": 1})) is None  # type: ignore[arg-type]
+
+
+async def test_llm_rerank_schema_asks_for_every_passage_number_once() -> None:
+    llm = ScriptedLLM({"ranking": [2, 1, 3]})
+    assert await rerank.llm_rerank("q", ["a", "b", "c"], llm) == [1, 0, 2]  # type: ignore[arg-type]
+    assert llm.schema is not None
+    ranking = llm.schema["properties"]["ranking"]
+    assert ranking["items"]["enum"] == [1, 2, 3]
+    assert ranking["minItems"] == ranking["maxItems"] == 3
 
 
 @pytest.mark.parametrize(
@@ -69,3 +80,11 @@ async def test_hypothetical_passage() -> None:
     assert await hypothetical_passage("q", ScriptedLLM("  A passage.  ")) == "A passage."  # type: ignore[arg-type]
     assert await hypothetical_passage("q", ScriptedLLM("   ")) is None  # type: ignore[arg-type]
     assert await hypothetical_passage("q", ScriptedLLM(error=LLMError("down"))) is None  # type: ignore[arg-type]
+
+
+async def test_hypothetical_passage_rejects_the_prompt_echoed_back() -> None:
+    echo = "Write a short passage (3-5 sentences) that would answer the question below, as it might"
+    assert await hypothetical_passage("Who?", ScriptedLLM(echo + " appear in notes.")) is None  # type: ignore[arg-type]
+    assert await hypothetical_passage("Who?", ScriptedLLM("Sure.\nQuestion: Who?\nPassage: x")) is None  # type: ignore[arg-type]
+    kept = "Ana wrote the question: who owns it? Nobody knows."
+    assert await hypothetical_passage("Who?", ScriptedLLM(kept)) == kept  # type: ignore[arg-type]
