@@ -46,6 +46,7 @@ from khora_core.models import (
     RecallResult,
     RelationshipProjection,
     RememberResult,
+    RepairReport,
     SearchMode,
 )
 from khora_core.sync_client import KhoraSync
@@ -87,6 +88,7 @@ __all__ = [
     "RecallResult",
     "RelationshipProjection",
     "RememberResult",
+    "RepairReport",
     "RetryableError",
     "SearchMode",
     "StorageConfig",

@@ -9,6 +9,7 @@ on PostgreSQL + Neo4j (``--url`` / ``KHORA_DATABASE_URL`` with ``KHORA_NEO4J_URL
     khora stats
     khora namespaces
     khora forget --external-id notes/old.md
+    khora repair                             # finish documents a failed write left half-stored
     khora demo                               # the sample-corpus walkthrough
 
 User errors (a bad filter, a missing namespace, an unreachable server) print one
@@ -156,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("document_id", nargs="?", metavar="DOCUMENT_ID")
     target.add_argument("--external-id")
 
+    p = sub.add_parser("repair", help="find and finish documents a failed write left half-stored")
+    _common(p, suppress=True)
+    p.add_argument("--json", action="store_true", help="print the RepairReport as JSON")
+
     p = sub.add_parser("demo", help="remember the sample corpus and answer its demo questions")
     _common(p, suppress=True)
     return parser
@@ -258,12 +263,29 @@ async def _forget(args: argparse.Namespace) -> int:
     return EXIT_NOTHING
 
 
+async def _repair(args: argparse.Namespace) -> int:
+    async with _open(args) as kb:
+        report = await kb.repair(namespace=args.namespace)
+    if args.json:
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        print(
+            f"namespace {args.namespace!r}: {report.documents_checked} documents checked, "
+            f"{len(report.stranded_graphs)} stranded graphs removed, {len(report.rebuilt)} documents rebuilt, "
+            f"{len(report.failed)} failed"
+        )
+        for doc_id, why in report.failed.items():
+            print(f"  {doc_id}: {why}", file=sys.stderr)
+    return EXIT_OK if report.clean else EXIT_NOTHING
+
+
 _COMMANDS = {
     "remember": _remember,
     "recall": _recall,
     "stats": _stats,
     "namespaces": _namespaces,
     "forget": _forget,
+    "repair": _repair,
 }
 
 

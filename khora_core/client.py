@@ -34,6 +34,7 @@ from khora_core.models import (
     NamespaceStats,
     RecallResult,
     RememberResult,
+    RepairReport,
     SearchMode,
 )
 
@@ -326,6 +327,19 @@ class Khora:
             Seconds per step (empty on the embedded store).
         """
         return dict(await self.engine.settle())
+
+    async def repair(self, *, namespace: str) -> RepairReport:
+        """Find and finish documents a failed write left half-stored in ``namespace``.
+
+        On PostgreSQL + Neo4j a write lands in two steps. A graph whose rows were rolled
+        back while Neo4j was unreachable is removed; a document stored without its graph
+        (the process died between the steps) is remembered again from its stored fields.
+        A document whose repair fails is left as it was and listed in ``failed``. The
+        embedded store writes in one transaction: nothing to repair. Safe to run at any
+        time; ``khora repair -n NAMESPACE`` runs it from the shell.
+        """
+        await self.get_namespace(namespace)
+        return await self.engine.repair(namespace)  # type: ignore[no-any-return]
 
     async def unsettled(self) -> list[str]:
         """What the storage servers still have to do after recent writes before recall

@@ -36,6 +36,7 @@ __all__ = [
     "Relationship",
     "RelationshipProjection",
     "RememberResult",
+    "RepairReport",
     "SearchMode",
     "WriteBatch",
 ]
@@ -90,6 +91,28 @@ class NamespaceStats(_Model):
     chunks: int = 0
     entities: int = 0
     relationships: int = 0
+
+
+class RepairReport(_Model):
+    """What ``Khora.repair`` found and did in one namespace.
+
+    ``stranded_graphs`` are documents whose graph part is in the graph store while their
+    rows are not (a write whose rows were rolled back while the graph server was
+    unreachable): removed. ``rebuilt`` are documents stored without their graph part (the
+    process died between the two writes): remembered again. ``failed`` maps a document id
+    to the error that stopped its repair; such a document is left as it was.
+    """
+
+    namespace_id: str
+    documents_checked: int = 0
+    stranded_graphs: list[str] = Field(default_factory=list)
+    rebuilt: list[str] = Field(default_factory=list)
+    failed: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def clean(self) -> bool:
+        """True when the namespace needed no repair, or every repair succeeded."""
+        return not self.failed
 
 
 class _SystemFields(_Model):

@@ -20,6 +20,7 @@ from khora_core.models import (
     NamespaceStats,
     RecallResult,
     RememberResult,
+    RepairReport,
     SearchMode,
 )
 from khora_core.sync import run_sync
@@ -141,6 +142,13 @@ class KhoraSync:
 
         See ``Khora.settle``."""
         return run_sync(self.aio.settle())
+
+    def repair(self, *, namespace: str) -> RepairReport:
+        """Find and finish documents a failed write left half-stored in ``namespace``.
+
+        Blocking form of ``Khora.repair``.
+        """
+        return run_sync(self.aio.repair(namespace=namespace))
 
     def unsettled(self) -> list[str]:
         """What the storage servers still have to do after recent writes before recall

@@ -95,6 +95,16 @@ def test_remember_recall_stats_namespaces_forget(notes: Path, tmp_path: Path, ca
     assert code == 0
     assert {ns["namespace_id"] for ns in json.loads(out)} == {"default", "other"}
 
+    code, out, _ = _run(capsys, *store, "repair", "--json")  # one transaction: nothing to repair
+    assert code == 0, out
+    assert json.loads(out) == {
+        "namespace_id": "default",
+        "documents_checked": 2,
+        "stranded_graphs": [],
+        "rebuilt": [],
+        "failed": {},
+    }
+
     code, out, _ = _run(capsys, *store, "forget", "--external-id", "notes/orchard.md")
     assert code == 0, out
     code, _, err = _run(capsys, *store, "forget", "--external-id", "notes/orchard.md")

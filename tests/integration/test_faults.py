@@ -185,3 +185,65 @@ async def test_a_stranded_graph_is_replaced_when_the_document_is_written_again(k
         )
     finally:
         await kb.delete_namespace(ns)
+
+
+async def test_repair_removes_stranded_graphs_and_rebuilds_missing_ones(kb: Khora) -> None:
+    """``Khora.repair`` (issue #38 item 1): a graph whose rows a rolled-back write removed
+    is dropped, a document stored without its graph is remembered again, and the namespace
+    ends exactly as a clean write left it; a second repair finds nothing."""
+    ns = (await kb.create_namespace("fault", namespace=f"repair-{uuid.uuid4().hex[:12]}")).namespace_id
+    try:
+        items = [
+            {"content": _passage(1)},
+            {"content": _passage(2), "external_id": "notes/2", "metadata": {"team": "ops"}},
+            {"content": _passage(3), "title": "Third"},
+            {"content": "Report 4. Lena Park joined Contoso in Oslo.", "external_id": "k4", "dedup": False},
+        ]
+        first = await kb.remember_batch(items, namespace=ns)
+        assert all(isinstance(r, RememberResult) for r in first)
+        ids = [r.document_id for r in first]  # type: ignore[union-attr]
+        clean = sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100))
+        clean_stats = await kb.stats(ns)
+        assert (await kb.repair(namespace=ns)).model_dump() == {
+            "namespace_id": ns,
+            "documents_checked": 4,
+            "stranded_graphs": [],
+            "rebuilt": [],
+            "failed": {},
+        }
+
+        stack = kb.engine.stack
+        # Stranded: the rows of document 1 rolled back, its graph left behind.
+        await stack.documents.delete_document_rows(ns, ids[0])
+        # Missing: the graph of documents 2 and 4 never landed.
+        for doc_id in (ids[1], ids[3]):
+            await stack._neo4j.delete_document(ns, doc_id)
+        recalled = await kb.recall("Who joined Contoso?", namespace=ns, mode="graph")
+        assert not any(c.document_id == ids[3] for c in recalled.chunks)  # no graph: not found by it
+
+        report = await kb.repair(namespace=ns)
+        assert report.stranded_graphs == [ids[0]]
+        assert sorted(report.rebuilt) == sorted([ids[1], ids[3]])
+        assert report.failed == {} and report.clean
+        assert report.documents_checked == 3
+
+        # Document 1 is gone for good (its write had failed); the others are whole again.
+        again = await kb.remember_batch(items[:1], namespace=ns)
+        assert isinstance(again[0], RememberResult) and not again[0].duplicate
+        assert sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100)) == clean
+        stats = await kb.stats(ns)
+        assert (stats.documents, stats.chunks, stats.entities, stats.relationships) == (
+            clean_stats.documents,
+            clean_stats.chunks,
+            clean_stats.entities,
+            clean_stats.relationships,
+        )
+        docs = {d.id: d for d in await stack.documents.get_documents(ns, ids)}
+        assert set(docs) == set(ids)  # same ids: rebuilt documents keep theirs
+        assert docs[ids[1]].metadata == {"team": "ops"} and docs[ids[1]].external_id == "notes/2"
+        recalled = await kb.recall("Who joined Contoso?", namespace=ns, mode="graph")
+        assert any(c.document_id == ids[3] for c in recalled.chunks)
+        assert (await kb.repair(namespace=ns)).stranded_graphs == []
+        assert (await kb.repair(namespace=ns)).rebuilt == []
+    finally:
+        await kb.delete_namespace(ns)

@@ -106,6 +106,13 @@ class VectorCypherEngine:
         self.last_settle = dict(await settle()) if settle is not None else {}
         return self.last_settle
 
+    async def repair(self, namespace_id: str) -> Any:
+        """Remove stranded graphs and rebuild missing ones (``repair.repair_namespace``)."""
+        from khora_core.engines.vectorcypher.repair import repair_namespace
+
+        with self._writing(namespace_id):
+            return await repair_namespace(self.stack, self.ingest, namespace_id)
+
     async def unsettled(self) -> list[str]:
         """Background work the stack's servers still have from recent writes; empty when
         reads should be steady (always, on a stack without servers)."""

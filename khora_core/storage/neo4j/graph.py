@@ -30,6 +30,7 @@ from khora_core.storage.neo4j.lookups import (
     ENTITIES_FOR_CHUNKS,
     FIND_BY_NAME,
     FIND_BY_WORDS,
+    GRAPH_DOCUMENT_IDS,
     LIST_ENTITIES,
     LIST_RELATIONSHIPS,
     LIST_RELATIONSHIPS_OF,
@@ -164,6 +165,11 @@ class Neo4jGraphStore:
     async def count_entities(self, namespace_id: str) -> int:
         rows = await self._db.fetch(COUNT_ENTITIES, ns=namespace_id)
         return int(rows[0]["n"]) if rows else 0
+
+    async def document_ids(self, namespace_id: str) -> set[str]:
+        """The ids of the documents whose chunks the graph holds."""
+        rows = await self._db.fetch(GRAPH_DOCUMENT_IDS, ns=namespace_id)
+        return {str(r["d"]) for r in rows if r["d"] is not None}
 
     async def count_relationships(self, namespace_id: str) -> int:
         rows = await self._db.fetch(COUNT_RELATIONSHIPS, ns=namespace_id)

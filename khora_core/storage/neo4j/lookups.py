@@ -150,6 +150,7 @@ RETURN collect({r: properties(r), source_id: startNode(r).id, target_id: endNode
 """
 
 COUNT_ENTITIES = "MATCH (e:Entity {namespace_id: $ns}) RETURN count(e) AS n"
+GRAPH_DOCUMENT_IDS = "MATCH (c:Chunk {namespace_id: $ns}) RETURN DISTINCT c.document_id AS d"
 COUNT_RELATIONSHIPS = (
     "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->(:Entity {namespace_id: $ns}) RETURN count(r) AS n"
 )

@@ -160,6 +160,11 @@ class PostgresDocumentStore:
         )
         return [document_from_row(r) for r in rows]
 
+    async def all_document_ids(self, namespace_id: str) -> set[str]:
+        """The ids of every document the namespace holds."""
+        rows = await self._pool.fetch("SELECT id FROM khora_documents WHERE namespace_id = $1", namespace_id)
+        return {r["id"] for r in rows}
+
     async def stored_document_ids(self, namespace_id: str, document_ids: Sequence[str]) -> set[str]:
         """The ids among ``document_ids`` that the namespace holds."""
         found: set[str] = set()

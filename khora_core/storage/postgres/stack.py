@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from khora_core.config import StorageConfig
 from khora_core.errors import StorageUnavailableError
-from khora_core.models import NamespaceStats, WriteBatch
+from khora_core.models import ChunkHit, NamespaceStats, WriteBatch
 from khora_core.storage.protocols import SearchPage
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class _RowCheckedGraph:
         rows = {
             c.id: c for c in await self._documents.get_chunks(namespace_id, [h.chunk.id for h in page.hits])
         }
-        hits = []
+        hits: list[ChunkHit] = []
         for hit in page.hits:
             row = rows.get(hit.chunk.id)
             if row is not None:
@@ -166,6 +166,18 @@ class PostgresNeo4jStack:
         graph_removed = await self._neo4j.delete_document(namespace_id, document_id)
         removed = await self.documents.delete_document_rows(namespace_id, document_id)
         return bool(removed or graph_removed)
+
+    async def graph_gaps(self, namespace_id: str) -> tuple[int, list[str], list[str]]:
+        """Where the two servers disagree about the namespace's documents: the count of
+        documents in PostgreSQL, the documents whose graph is in Neo4j without their rows
+        (stranded by a rolled-back write), and those stored without their graph."""
+        rows = await self.documents.all_document_ids(namespace_id)
+        graph = await self._neo4j.document_ids(namespace_id)
+        return len(rows), sorted(graph - rows), sorted(rows - graph)
+
+    async def drop_graph(self, namespace_id: str, document_id: str) -> bool:
+        """Remove one document's graph part only (its rows are gone already)."""
+        return bool(await self._neo4j.delete_document(namespace_id, document_id))
 
     async def delete_namespace(self, namespace_id: str) -> bool:
         removed = await self.documents.delete_namespace_rows(namespace_id)
