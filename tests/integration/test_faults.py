@@ -230,7 +230,10 @@ async def test_repair_removes_stranded_graphs_and_rebuilds_missing_ones(kb: Khor
         # Document 1 is gone for good (its write had failed); the others are whole again.
         again = await kb.remember_batch(items[:1], namespace=ns)
         assert isinstance(again[0], RememberResult) and not again[0].duplicate
-        assert sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100)) == clean
+        assert (
+            sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100))
+            == clean
+        )
         stats = await kb.stats(ns)
         assert (stats.documents, stats.chunks, stats.entities, stats.relationships) == (
             clean_stats.documents,
