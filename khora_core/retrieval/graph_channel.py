@@ -159,7 +159,7 @@ async def graph_channel(
             )
         )
     try:
-        passage_seeds, nearest = await _passage_seeds(
+        passage_found, nearest = await _passage_seeds(
             stack, namespace_id, query_vector, seeds, passages, filter
         )
         bridge = await _bridge(stack, namespace_id, query_vector, nearest[0] if nearest else None)
@@ -179,7 +179,7 @@ async def graph_channel(
 
     specificity = {eid: specific(mentions[eid]) for eid in seeds}
     seeds = {eid: (n, s * specificity[eid], h) for eid, (n, s, h) in seeds.items()}
-    passage_seeds = {eid: s * specific(n) for eid, (s, n) in passage_seeds.items()}
+    passage_seeds = {eid: s * specific(n) for eid, (s, n) in passage_found.items()}
     quality = graph_quality(s for _, s, _ in seeds.values())
     info: dict[str, Any] = {
         "entry_entities": [
@@ -231,12 +231,12 @@ async def graph_channel(
         relevance = await _relevance(stack, namespace_id, query_vector, list(reached.evidence), bridge=bridge)
     top_evidence = max(reached.evidence.values(), default=1.0) or 1.0
 
-    def score(cid: str) -> float:
+    def final_score(cid: str) -> float:
         if cid not in relevance:
             return reached.evidence[cid]
         return relevance[cid] * (0.5 + 0.5 * reached.evidence[cid] / top_evidence)
 
-    scored = {cid: score(cid) for cid in reached.evidence}
+    scored = {cid: final_score(cid) for cid in reached.evidence}
     # The channel's evidence is the better of its entity links and how relevant the passages
     # it reached are: a walk from passage seeds is worth as much as what it finds.
     info["quality"] = round(max(quality, max(relevance.values(), default=0.0)), 4)
