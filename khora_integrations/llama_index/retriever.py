@@ -89,8 +89,12 @@ class KhoraRetriever(BaseRetriever):
             must exist (``NamespaceNotFoundError`` otherwise).
         similarity_top_k: how many chunks to return (``recall(limit=...)``).
         mode: the ``SearchMode`` (``"hybrid"`` by default).
-        filters: LlamaIndex ``MetadataFilters`` (translated, see ``filters.py``), a
-            ``RecallFilter`` or its dict.
+        filters: LlamaIndex ``MetadataFilters``, a ``RecallFilter`` or its dict.
+            ``MetadataFilters`` are read as ``KhoraVectorStore`` reads them (LlamaIndex's
+            dialect): every key is a top-level key of your metadata, taken literally, even
+            one named like a system field (``created_at``, ``source``, ``title``...) or
+            holding a dot; system fields are filtered with a ``RecallFilter`` (dict), e.g.
+            ``{"source": "wiki"}``.
         min_similarity: raw cosine cutoff on the vector channel.
         abstain: ``"flag"``, ``"empty"`` or ``"raise"``.
         config: the ``KhoraConfig`` for a Khora the retriever owns.
@@ -136,7 +140,7 @@ class KhoraRetriever(BaseRetriever):
         self.namespace = DEFAULT_NAMESPACE if namespace is None else namespace
         self._create_namespace = namespace is None
         self.similarity_top_k = similarity_top_k
-        self.filters = to_recall_filter(filters)
+        self.filters = to_recall_filter(filters, node_metadata=True)
         self.min_similarity = float(min_similarity)
         self.abstain = abstain
         self._ref = KhoraRef(kb, config=config, preset=preset)

@@ -10,12 +10,17 @@ import uuid
 import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import NodeRelationship
-from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+from llama_index.core.schema import NodeRelationship, TextNode
+from llama_index.core.vector_stores.types import (
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+)
 
 from khora_core import KhoraSync
 from khora_core.errors import KhoraAbstention, NamespaceNotFoundError
-from khora_integrations.llama_index import KhoraRetriever
+from khora_integrations.llama_index import KhoraRetriever, KhoraVectorStore
 
 OFF_TOPIC = "What is a good recipe for sourdough bread with a crispy crust?"
 ON_TOPIC = "Who discovered radium and polonium?"
@@ -70,14 +75,53 @@ def test_metadata_filters_narrow_the_recall(li_kb, corpus):
     computing = MetadataFilters(filters=[MetadataFilter(key="topic", value="computing")])
     nodes = KhoraRetriever(li_kb, namespace=corpus, similarity_top_k=5, filters=computing).retrieve(ON_TOPIC)
     assert nodes and {n.node.metadata["topic"] for n in nodes} == {"computing"}
-    old = MetadataFilters(
-        filters=[
-            MetadataFilter(key="year", value=1900, operator=FilterOperator.LT),
-            MetadataFilter(key="external_id", value=["doc-0", "doc-2"], operator=FilterOperator.IN),
-        ]
-    )
+    old = MetadataFilters(filters=[MetadataFilter(key="year", value=1900, operator=FilterOperator.LT)])
     nodes = KhoraRetriever(li_kb, namespace=corpus, similarity_top_k=5, filters=old).retrieve(ON_TOPIC)
+    assert {n.node.metadata["external_id"] for n in nodes} == {"doc-0", "doc-1"}
+    # Khora's system fields (external_id here) are filtered with a RecallFilter.
+    old_ones = {"$and": [{"metadata.year": {"$lt": 1900}}, {"external_id": {"$in": ["doc-0", "doc-2"]}}]}
+    nodes = KhoraRetriever(li_kb, namespace=corpus, similarity_top_k=5, filters=old_ones).retrieve(ON_TOPIC)
     assert {n.node.metadata["external_id"] for n in nodes} == {"doc-0"}
+
+
+def test_metadata_filters_read_bare_keys_as_the_vector_store_does(li_kb: KhoraSync):
+    """A bare key is the user's metadata key (issue 42 item 2), even one named like a system
+    field (``created_at``, ``source``) or holding a dot: the retriever and ``KhoraVectorStore``
+    select the same nodes for the same ``MetadataFilters``."""
+    ns = li_kb.create_namespace(namespace=f"li-keys-{uuid.uuid4().hex[:10]}").namespace_id
+    try:
+        store = KhoraVectorStore(li_kb, namespace=ns)
+        store.add(
+            [
+                TextNode(
+                    id_="old",
+                    text="Seals eat fish along the rocky northern coast.",
+                    metadata={"created_at": "2019-05-01", "source": "archive", "a.b": 1},
+                ),
+                TextNode(
+                    id_="new",
+                    text="Seals rest on sea ice between their fishing trips.",
+                    metadata={"created_at": "2024-02-01", "source": "field notes", "a.b": 2},
+                ),
+            ]
+        )
+        cases = [
+            (MetadataFilter(key="created_at", value="2020-01-01", operator=FilterOperator.LT), {"old"}),
+            (MetadataFilter(key="source", value="field notes"), {"new"}),
+            (MetadataFilter(key="a.b", value=1), {"old"}),
+            (MetadataFilter(key="source", value=["archive", "x"], operator=FilterOperator.IN), {"old"}),
+        ]
+        for leaf, expected in cases:
+            filters = MetadataFilters(filters=[leaf])
+            retrieved = KhoraRetriever(
+                li_kb, namespace=ns, similarity_top_k=5, filters=filters, mode="vector"
+            )
+            by_retriever = {n.node.metadata["external_id"] for n in retrieved.retrieve("What do seals do?")}
+            query = VectorStoreQuery(query_str="What do seals do?", similarity_top_k=5, filters=filters)
+            by_store = set(store.query(query).ids)
+            assert by_retriever == by_store == expected, leaf
+    finally:
+        li_kb.delete_namespace(ns)
 
 
 def test_a_query_engine_answers_from_the_retrieved_chunks(li_kb, corpus):

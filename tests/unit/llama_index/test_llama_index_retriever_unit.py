@@ -13,14 +13,25 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
 from llama_index.core.schema import MetadataMode, NodeRelationship
-from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+from llama_index.core.vector_stores.types import (
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+)
 from pydantic import Field
 
 from khora_core import Khora
 from khora_core.errors import InvalidInputError, KhoraAbstention, RecallFilterUnsupportedError
 from khora_core.filters import RecallFilter
+from khora_core.filters.tree import metadata_key
 from khora_core.models import DocumentProjection, RecallChunk, RecallResult
-from khora_integrations.llama_index import KhoraAbstentionEvent, KhoraRetriever
+from khora_integrations.llama_index import (
+    KhoraAbstentionEvent,
+    KhoraRetriever,
+    KhoraVectorStore,
+    metadata_filters_to_recall_filter,
+)
 
 WHEN = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -170,19 +181,35 @@ async def test_raise_policy_raises_with_the_signals_after_dispatching(recorder):
 
 
 def test_metadata_filters_are_translated_before_recall():
+    """LlamaIndex's dialect: a bare key is the user's metadata key, taken literally, even when
+    it is named like a system field or holds a dot (as ``KhoraVectorStore`` reads it)."""
     kb = CannedKhora(_result(abstain=False))
     filters = MetadataFilters(
         filters=[
             MetadataFilter(key="tier", value=["gold", "silver"], operator=FilterOperator.IN),
             MetadataFilter(key="source", value="history"),
+            MetadataFilter(key="created_at", value="2020-01-01", operator=FilterOperator.LT),
+            MetadataFilter(key="a.b", value="x"),
         ]
     )
     KhoraRetriever(kb, namespace="ns", filters=filters, mode="vector", min_similarity=0.2).retrieve("q")
     call = kb.calls[0]
-    assert call["filter"] == RecallFilter.parse(
-        {"$and": [{"metadata.tier": {"$in": ["gold", "silver"]}}, {"source": {"$eq": "history"}}]}
+    expected = metadata_filters_to_recall_filter(filters, node_metadata=True)
+    assert call["filter"] == RecallFilter.parse(expected)
+    assert call["filter"] == KhoraVectorStore._query_filter(
+        VectorStoreQuery(filters=filters, similarity_top_k=1)
     )
+    leaves = expected["$and"]
+    assert leaves[1] == {metadata_key("source"): {"$eq": "history"}}  # not Khora's source field
+    assert leaves[2] == {metadata_key("created_at"): {"$lt": "2020-01-01"}}  # not the ingest time
+    assert leaves[3] == {metadata_key("a.b"): {"$eq": "x"}}  # one key, not a nested path
     assert call["mode"].value == "vector" and call["min_similarity"] == 0.2
+
+
+def test_system_fields_are_filtered_with_a_recall_filter():
+    kb = CannedKhora(_result(abstain=False))
+    KhoraRetriever(kb, namespace="ns", filters={"source": "history"}).retrieve("q")
+    assert kb.calls[0]["filter"] == RecallFilter.parse({"source": {"$eq": "history"}})
 
 
 def test_recall_filter_dicts_pass_through():
