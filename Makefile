@@ -62,6 +62,7 @@ test-lowest: venv
 lint: venv
 	$(PY) -m ruff check khora_core khora_integrations tests tools benchmarks
 	$(PY) -m ruff format --check khora_core khora_integrations tests tools benchmarks
+	$(PY) -m mypy
 
 format: venv
 	$(PY) -m ruff format khora_core khora_integrations tests tools benchmarks

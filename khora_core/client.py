@@ -339,7 +339,7 @@ class Khora:
         time; ``khora repair -n NAMESPACE`` runs it from the shell.
         """
         await self.get_namespace(namespace)
-        return await self.engine.repair(namespace)  # type: ignore[no-any-return]
+        return await self.engine.repair(namespace)
 
     async def unsettled(self) -> list[str]:
         """What the storage servers still have to do after recent writes before recall

@@ -95,7 +95,7 @@ class NotFoundError(KhoraError, LookupError):
     """A document or entity id is unknown in this namespace."""
 
 
-class FilterErrorDetail(dict):  # type: ignore[type-arg]
+class FilterErrorDetail(dict):
     """One problem in a recall filter: ``{"path": ..., "code": ..., "message": ...}``."""
 
 

@@ -79,19 +79,19 @@ class TracedEncoder:
         import torch
 
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        given = ids is not None and len(ids) == len(texts)
-        size_of = [len(row) for row in ids] if given else [len(t) for t in texts]  # type: ignore[union-attr]
+        rows = ids if ids is not None and len(ids) == len(texts) else None
+        size_of = [len(row) for row in rows] if rows is not None else [len(t) for t in texts]
         order = sorted(range(len(texts)), key=lambda i: -size_of[i])
         size = max(1, batch_size)
         pad_id = getattr(self._tokenizer, "pad_token_id", None)
-        from_ids = (
-            given and isinstance(pad_id, int) and getattr(self._tokenizer, "padding_side", "right") == "right"
-        )
+        right = getattr(self._tokenizer, "padding_side", "right") == "right"
+        # The rows padded from the caller's ids (when the tokenizer pads with an int, on the right).
+        pad_rows = rows if right and isinstance(pad_id, int) else None
         with torch.inference_mode():
             for lo in range(0, len(order), size):
                 idx = order[lo : lo + size]
-                if from_ids:
-                    input_ids, attention_mask = _padded([ids[i] for i in idx], pad_id)  # type: ignore[index]
+                if pad_rows is not None and isinstance(pad_id, int):
+                    input_ids, attention_mask = _padded([pad_rows[i] for i in idx], pad_id)
                 else:
                     with self._tokenizer_lock:
                         batch = self._tokenizer(
@@ -163,7 +163,7 @@ def trace_encoder(
         class MeanPooled(torch.nn.Module):
             def __init__(self) -> None:
                 super().__init__()
-                self.inner = hf
+                self.inner: Any = hf  # not None (checked above)
 
             def forward(self, input_ids: Any, attention_mask: Any) -> Any:
                 tokens = self.inner(input_ids=input_ids, attention_mask=attention_mask)[0].float()

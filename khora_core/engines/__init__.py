@@ -16,7 +16,7 @@ def _vectorcypher() -> Any:
     return VectorCypherEngine
 
 
-class _Registry(dict):  # type: ignore[type-arg]
+class _Registry(dict):
     """Engine name -> class, imported on first use so ``import khora_core`` stays light."""
 
     def __missing__(self, key: str) -> Any:

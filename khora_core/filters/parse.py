@@ -188,7 +188,8 @@ class _Parser:
             self.err(path, "bad_operand", f"{op} takes a non-empty list of filters.")
             return And(())
         children = tuple(self.filter(item, f"{path}[{i}]") for i, item in enumerate(value))
-        return {"$and": And, "$or": Or, "$nor": Nor}[op](children)
+        kinds: dict[str, type[And | Or | Nor]] = {"$and": And, "$or": Or, "$nor": Nor}
+        return kinds[op](children)
 
     # -- field level -------------------------------------------------------------------
     def field(self, key: str, value: Any, path: str) -> Node | None:

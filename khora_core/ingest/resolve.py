@@ -190,7 +190,7 @@ class EntityResolver:
         mentions: Sequence[ExtractedEntity],
         *,
         existing: Sequence[Entity] = (),
-        embeddings: Mapping[str, Sequence[float]] | None = None,
+        embeddings: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     ) -> Resolution:
         """Cluster ``mentions`` (and ``existing`` stored entities) into resolved entities.
 
@@ -341,7 +341,7 @@ class ResolutionPlan:
             dict.fromkeys(next(iter(clusters.nodes[k].forms)) for a, b, _ in pairs for k in (a, b))
         )
 
-    def finish(self, embeddings: Mapping[str, Sequence[float]] | None = None) -> Resolution:
+    def finish(self, embeddings: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> Resolution:
         """Merge the close pairs (see the module docstring) and build the :class:`Resolution`.
 
         Args:
@@ -350,8 +350,9 @@ class ResolutionPlan:
         """
         nodes = self._clusters.nodes
         vectors: dict[str, np.ndarray] = {}
-        for k in {k for a, b, _ in self._pairs for k in (a, b)} if embeddings else ():
-            vec = next((embeddings[f] for f in nodes[k].forms if f in embeddings), None)
+        known: Mapping[str, Sequence[float] | np.ndarray] = embeddings or {}
+        for k in {k for a, b, _ in self._pairs for k in (a, b)} if known else ():
+            vec = next((known[f] for f in nodes[k].forms if f in known), None)
             if vec is not None:
                 arr = np.asarray(vec, dtype=np.float32)
                 norm = float(np.linalg.norm(arr))

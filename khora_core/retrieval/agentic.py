@@ -153,11 +153,13 @@ class AgenticSearchAgent:
             stop = self._should_stop(trace, top, new)
             if stop is None:
                 ranked = sorted(chunks.values(), key=lambda v: (-v[0], v[1]))
-                plan = await self._plan(question, trace, [v[2] for v in ranked[:8]], list(entities.values()))
-                if plan[0] is None:
-                    stop = plan[1]
+                next_query, why = await self._plan(
+                    question, trace, [v[2] for v in ranked[:8]], list(entities.values())
+                )
+                if next_query is None:
+                    stop = why
                 else:
-                    query, reason = plan
+                    query, reason = next_query, why
             if stop is not None:
                 result.stopped_because = stop
                 break

@@ -232,7 +232,8 @@ async def _link(
         return Linking(sorted(best.values(), key=lambda link: -link.score), nearest)
 
     hits_of = dict(zip([m for m in unlinked if m in vector_of], found, strict=True))
-    per_mention = [
+    # (entity, cosine); a listed fallback entity has no cosine
+    per_mention: list[list[tuple[Entity, float | None]]] = [
         [(h.entity, h.score) for h in hits_of.get(m, [])[:candidates_per_mention]] for m in unlinked
     ]
     if not any(per_mention) and not any(by_words.get(m) for m in unlinked):

@@ -320,8 +320,8 @@ async def diversify_and_rerank(
             rerank_info.update(cross_encoder=True, model=qc.reranker_model, reranked=len(head))
     if qc.enable_llm_reranking and is_temporal and llm is not None and len(order) > 1:
         head = order[:20]
-        perm = await rerank.llm_rerank(query, [cands[c].chunk.content for c in head], llm)
-        if perm is not None:
-            order[: len(head)] = [head[i] for i in perm]
+        llm_order = await rerank.llm_rerank(query, [cands[c].chunk.content for c in head], llm)
+        if llm_order is not None:
+            order[: len(head)] = [head[i] for i in llm_order]
             rerank_info["llm"] = True
     return rerank_scores, mmr_info, rerank_info

@@ -309,10 +309,16 @@ class StorageStack(Protocol):
     """A complete storage stack; ``name`` is ``"sqlite_lance"`` or ``"postgres"``."""
 
     name: str
-    documents: DocumentStore
-    vectors: VectorIndex
-    keywords: KeywordIndex
-    graph: GraphStore
+
+    # Read-only, so a stack may hold its own store types (PostgresDocumentStore, ...).
+    @property
+    def documents(self) -> DocumentStore: ...
+    @property
+    def vectors(self) -> VectorIndex: ...
+    @property
+    def keywords(self) -> KeywordIndex: ...
+    @property
+    def graph(self) -> GraphStore: ...
 
     async def open(self) -> None:
         """Connect, check, migrate. Raises ``ConfigError``/``StorageUnavailableError``."""

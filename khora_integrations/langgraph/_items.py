@@ -19,7 +19,7 @@ from urllib.parse import quote, unquote
 from langgraph.store.base import InvalidNamespaceError, get_text_at_path, tokenize_path
 
 from khora_core.errors import InvalidInputError
-from khora_core.models import Document
+from khora_core.models import Document, DocumentProjection
 
 __all__ = [
     "ALL_FIELDS",
@@ -114,8 +114,8 @@ def stored_json(value: Mapping[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def item_parts(namespace: tuple[str, ...], doc: Document) -> dict[str, Any]:
-    """The ``Item`` keyword arguments for a stored document."""
+def item_parts(namespace: tuple[str, ...], doc: Document | DocumentProjection) -> dict[str, Any]:
+    """The ``Item`` keyword arguments for a stored document (or recall's projection of it)."""
     meta = doc.metadata
     return {
         "namespace": namespace,
@@ -128,8 +128,8 @@ def item_parts(namespace: tuple[str, ...], doc: Document) -> dict[str, Any]:
 
 def filter_record(doc: Document) -> dict[str, Any]:
     """The record ``RecallFilter.matches`` reads for a document (as ``Chunk.filter_record``)."""
-    keys = ("occurred_at", "created_at", "source_timestamp", "source_type", "source_name", "source_url")
-    keys += ("external_id", "content_type", "source", "title")
+    keys: tuple[str, ...] = ("occurred_at", "created_at", "source_timestamp", "source_type", "source_name")
+    keys += ("source_url", "external_id", "content_type", "source", "title")
     return {**{k: getattr(doc, k, None) for k in keys}, "metadata": doc.metadata}
 
 

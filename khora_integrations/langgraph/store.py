@@ -24,7 +24,7 @@ from khora_core.config import KhoraConfig
 from khora_core.errors import ConfigError, InvalidInputError
 from khora_core.filters import RecallFilter
 from khora_core.ingest.dedup import content_hash
-from khora_core.models import Document, SearchMode
+from khora_core.models import Document, DocumentProjection, SearchMode
 from khora_integrations._bridge import ABSTAIN_POLICIES, KhoraRef, apply_abstention_policy, jsonable
 from khora_integrations.langgraph._items import (
     ALL_FIELDS,
@@ -364,7 +364,7 @@ class KhoraStore(BaseStore):
             keep, signals = apply_abstention_policy(result, self.abstain)
             if not keep:
                 continue
-            docs = {d.id: d for d in result.documents}
+            docs: dict[str, Document | DocumentProjection] = {d.id: d for d in result.documents}
             missing = [c.document_id for c in result.chunks if c.document_id not in docs]
             if missing:
                 docs.update({d.id: d for d in await kb.engine.stack.documents.get_documents(nsid, missing)})

@@ -46,7 +46,8 @@ class KhoraChatStore(BaseChatStore):
     ) -> None:
         if not isinstance(namespace, str) or not namespace:
             raise InvalidInputError(f"namespace must be a non-empty string, got {namespace!r}")
-        super().__init__(namespace=namespace, **kwargs)
+        # ``namespace`` is this subclass's pydantic field; mypy checks against the base's fields only.
+        super().__init__(namespace=namespace, **kwargs)  # type: ignore[call-arg]
         self._ref = KhoraRef(kb, config=config)
 
     @classmethod

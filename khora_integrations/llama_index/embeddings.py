@@ -57,7 +57,7 @@ class KhoraEmbedding(BaseEmbedding):
     @property
     def embedder(self) -> Embedder:
         """The wrapped Khora embedder."""
-        return self._embedder  # type: ignore[no-any-return]
+        return self._embedder
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return list(await self._embedder.embed_query(query))

@@ -222,7 +222,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
         """See ``aupsert_nodes``."""
         self._run(lambda ctx: self._upsert_nodes(ctx, nodes))
 
-    async def aupsert_nodes(self, nodes: Sequence[LabelledNode]) -> None:  # type: ignore[override]
+    async def aupsert_nodes(self, nodes: Sequence[LabelledNode]) -> None:
         """Write entity nodes to the graph and remember chunk nodes as documents.
 
         Raises:
@@ -331,7 +331,7 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
 
     def vector_query(self, query: VectorStoreQuery, **kwargs: Any) -> tuple[list[LabelledNode], list[float]]:
         """See ``avector_query``."""
-        return self._run(lambda ctx: query_ops.vector_query(ctx, query))  # type: ignore[arg-type, return-value]
+        return self._run(lambda ctx: query_ops.vector_query(ctx, query))  # type: ignore[return-value]
 
     async def avector_query(
         self, query: VectorStoreQuery, **kwargs: Any

@@ -117,7 +117,8 @@ class KhoraVectorStore(BasePydanticVectorStore):
         config: KhoraConfig | None = None,
         preset: str | None = None,
     ) -> None:
-        super().__init__(namespace=DEFAULT_NAMESPACE if namespace is None else namespace)
+        # ``namespace`` is this subclass's pydantic field; mypy checks against the base's fields only.
+        super().__init__(namespace=DEFAULT_NAMESPACE if namespace is None else namespace)  # type: ignore[call-arg]
         self._ref = KhoraRef(kb, config=config, preset=preset)
 
     @classmethod

@@ -21,7 +21,7 @@ from typing import Any
 __all__ = ["quiet"]
 
 
-class _QuietList(list):  # type: ignore[type-arg]
+class _QuietList(list):
     """A list whose ``repr`` names its length, not its items."""
 
     __slots__ = ()

@@ -64,7 +64,7 @@ async def settle(driver: neo4j.AsyncDriver, *, database: str, timeout_s: float =
     """
     report: dict[str, Any] = {}
     skipped: list[str] = []
-    steps = (
+    steps: tuple[tuple[str, str, dict[str, Any]], ...] = (
         ("neo4j_await_indexes_s", "CALL db.awaitIndexes($timeout)", {"timeout": int(max(1, timeout_s))}),
         ("neo4j_resample_s", "CALL db.resampleOutdatedIndexes()", {}),
         ("neo4j_clear_plans_s", "CALL db.clearQueryCaches()", {}),

@@ -15,6 +15,7 @@ one. It takes no lock that blocks reads or writes (``SHARE UPDATE EXCLUSIVE``).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -42,8 +43,12 @@ async def settle(pool: PgPool, *, tables: tuple[str, ...] = SETTLED_TABLES) -> d
         raise InvalidInputError(f"not a Khora table: {unknown}")
     t0 = time.perf_counter()
     for table in tables:
-        await pool.read(lambda conn, t=table: conn.execute(f"VACUUM (ANALYZE) {t}"))
+        await pool.read(functools.partial(_vacuum_analyze, table=table))
     return {"postgres_vacuum_analyze_s": round(time.perf_counter() - t0, 3)}
+
+
+async def _vacuum_analyze(conn: Any, *, table: str) -> None:
+    await conn.execute(f"VACUUM (ANALYZE) {table}")
 
 
 async def unanalyzed_tables(pool: PgPool, *, tables: tuple[str, ...] = SETTLED_TABLES) -> list[str]:

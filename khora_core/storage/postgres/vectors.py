@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -108,7 +109,15 @@ class PostgresVectorIndex:
         while True:
             ef = max(1, min(_MAX_EF_SEARCH, max(base_ef, fetch)))
             rows = await self._pool.read(
-                lambda conn, n=fetch, e=ef, s=sql: self._query(conn, s, e, namespace_id, query, n, params)
+                functools.partial(
+                    self._query,
+                    sql=sql,
+                    ef=ef,
+                    namespace_id=namespace_id,
+                    query=query,
+                    fetch=fetch,
+                    params=params,
+                )
             )
             hits: list[ChunkHit] = []
             below_threshold = False

@@ -379,7 +379,8 @@ class SqliteGraphStore:
             InvalidInputError: a relationship names an entity that is not stored or given.
         """
 
-        foreign = [x.id for x in [*entities, *relationships] if x.namespace_id != namespace_id]
+        foreign = [e.id for e in entities if e.namespace_id != namespace_id]
+        foreign += [r.id for r in relationships if r.namespace_id != namespace_id]
         if foreign:
             raise InvalidInputError(f"Entities/relationships {foreign[:5]} belong to another namespace")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import date, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -204,6 +204,12 @@ def to_us(value: datetime | None) -> int | None:
     return (value - _EPOCH) // _ONE_US
 
 
+@overload
+def from_us(value: int) -> datetime: ...
+@overload
+def from_us(value: None) -> None: ...
+@overload
+def from_us(value: int | None) -> datetime | None: ...
 def from_us(value: int | None) -> datetime | None:
     return None if value is None else _EPOCH + timedelta(microseconds=int(value))
 
@@ -337,5 +343,5 @@ def relationship_from_row(row: tuple[Any, ...]) -> Relationship:
 
 def namespace_from_row(row: tuple[Any, ...]) -> Namespace:
     return Namespace(
-        namespace_id=row[0], name=row[1], created_at=from_us(row[2]), metadata=json.loads(row[3] or "{}")
+        namespace_id=row[0], name=row[1], created_at=from_us(int(row[2])), metadata=json.loads(row[3] or "{}")
     )

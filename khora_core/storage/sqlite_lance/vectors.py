@@ -221,6 +221,8 @@ class ChunkVectorCache:
                 dead += 1
         n, buffer, ids, row_of = snap.n, entry.buffer, snap.ids, snap.row_of
         if len(added_ids):
+            if added is None:  # apply() drops the snapshot, as for any failed patch
+                raise ValueError("added chunk ids without their vectors")
             if n + len(added_ids) > buffer.shape[0]:
                 grown = np.empty((max(2 * buffer.shape[0], n + len(added_ids)), self.dim), dtype=np.float32)
                 grown[:n] = buffer[:n]
@@ -308,8 +310,8 @@ class SqliteLanceVectorIndex:
             if version is None or not ids or not qs:
                 return [{} for _ in qs]
             snap = self._cache.snapshot(namespace_id, version)
-            rows = [(cid, snap.row_of.get(cid)) for cid in ids]
-            rows = [(cid, r) for cid, r in rows if r is not None and r < snap.n and snap.alive[r]]
+            looked_up = [(cid, snap.row_of.get(cid)) for cid in ids]
+            rows = [(cid, r) for cid, r in looked_up if r is not None and r < snap.n and snap.alive[r]]
             if not rows:
                 return [{} for _ in qs]
             gathered = snap.matrix[[r for _, r in rows]]
