@@ -24,6 +24,7 @@ __all__ = [
     "aware",
     "check_count",
     "check_date",
+    "check_metadata",
     "check_namespace_id",
     "check_similarity",
     "check_text",
@@ -111,6 +112,13 @@ def check_text(value: str, what: str) -> None:
     from khora_core.ingest.inputs import check_text as check
 
     check(value, what)
+
+
+def check_metadata(value: Any) -> dict[str, Any]:
+    """``value`` as stored metadata (``ingest.inputs.json_metadata``); typed error otherwise."""
+    from khora_core.ingest.inputs import json_metadata
+
+    return json_metadata(value)
 
 
 def check_count(name: str, value: Any, minimum: int, maximum: int = MAX_LIMIT) -> None:

@@ -19,6 +19,7 @@ from khora_core.arguments import (
     aware,
     check_count,
     check_date,
+    check_metadata,
     check_namespace_id,
     check_similarity,
     check_text,
@@ -210,6 +211,11 @@ class Khora:
             metadata: free-form JSON metadata kept with the namespace.
         """
         docs = self.engine.stack.documents
+        if name is not None:
+            if not isinstance(name, str):
+                raise InvalidInputError(f"name must be a string, got {type(name).__name__}")
+            check_text(name, "the namespace name")
+        meta = check_metadata(metadata or {})
         if namespace is not None:
             check_namespace_id(namespace)
             existing = await docs.get_namespace(namespace)
@@ -219,7 +225,7 @@ class Khora:
             namespace_id=namespace or str(uuid.uuid4()),
             name=name,
             created_at=datetime.now(timezone.utc),
-            metadata=dict(metadata or {}),
+            metadata=meta,
         )
         await docs.create_namespace(ns)
         return ns

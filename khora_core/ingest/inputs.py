@@ -52,6 +52,7 @@ __all__ = [
     "REMEMBER_FIELDS",
     "RememberInput",
     "check_text",
+    "json_metadata",
     "normalise_content_type",
     "prepare_input",
     "to_utc",
@@ -196,6 +197,18 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
+def json_metadata(value: Any) -> dict[str, Any]:
+    """``value`` (a mapping) as the JSON tree Khora stores as metadata.
+
+    Raises:
+        InvalidInputError: not a mapping, or a key or value that JSON cannot hold or Khora
+            does not store (NUL characters, lone surrogates, NaN, cycles, deep nesting).
+    """
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"metadata must be a mapping, got {type(value).__name__}")
+    return dict(_json_value(value, ""))
+
+
 def _json_value(value: Any, path: str, parents: tuple[int, ...] = ()) -> Any:
     """``value`` as JSON; ``parents``: ids of the containers around it (depth and cycles)."""
     if value is None or isinstance(value, (bool, int)):
@@ -272,9 +285,7 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
     check_text(content, "content")
     content_type = normalise_content_type(kwargs.get("content_type"))
     raw_meta = kwargs.get("metadata") or {}
-    if not isinstance(raw_meta, Mapping):
-        raise InvalidInputError(f"metadata must be a mapping, got {type(raw_meta).__name__}")
-    metadata = _json_value(raw_meta, "")
+    metadata = json_metadata(raw_meta)
     occurred_at = to_utc(kwargs.get("occurred_at"), "occurred_at")
     if occurred_at is None and raw_meta.get("occurred_at") is not None:
         occurred_at = to_utc(raw_meta["occurred_at"], "metadata['occurred_at']")

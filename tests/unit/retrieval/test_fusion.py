@@ -7,8 +7,8 @@ import math
 import pytest
 
 from khora_core.retrieval.fusion import (
-    calibrated_similarity,
     FusionPolicy,
+    calibrated_similarity,
     confident_top,
     entity_specificity,
     evidence_weights,
