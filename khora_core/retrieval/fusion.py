@@ -16,12 +16,12 @@ the right chunk at rank 1. Three rules, each with its own reason, stop that:
    must not invent an order it has no evidence for.
 2. **A channel's weight is scaled by the quality of its evidence** (``evidence_weights``):
    graph weight by how well its entry entities matched the question (``graph_quality``:
-   1.0 for an exact name link, the cosine for an entity found only by embedding, 0 with no
-   entry entity), each entry entity's score first scaled by how specific it is to the
-   namespace (``entity_specificity``: a name in half the chunks, such as a chat's speaker,
-   picks out almost nothing); keyword weight by the share of the question's content words its top hit
-   contains (``keyword_quality``). A weakly anchored channel still contributes, at its
-   evidence's strength.
+   1.0 for an exact name link, the calibrated cosine for an entity found only by
+   embedding, 0 with no entry entity), each entry entity's score first scaled by how
+   specific it is to the namespace (``entity_specificity``: a name in half the chunks,
+   such as a chat's speaker, picks out almost nothing); keyword weight by the share of the
+   question's content words its top hit contains (``keyword_quality``). A weakly anchored
+   channel still contributes, at its evidence's strength.
 3. **A confident vector top hit stays first** (``confident_top``): RRF throws away score
    magnitudes. When the top raw cosine clears ``anchor_min_score`` and beats the runner-up
    by ``anchor_margin``, the vector channel is sure, and fusion may reorder everything below
@@ -234,8 +234,8 @@ def entity_specificity(mentions: int, chunks: int, *, common_share: float) -> fl
 
     1.0 while the entity's mentions are at most ``common_share`` of the namespace's chunks;
     above that, ``log(1 / share) / log(1 / common_share)``, which reaches 0 when the entity
-    is mentioned as often as there are chunks. On a conversation whose turns read "Caroline:
-    ...", Caroline is mentioned in about half the turns: with ``common_share = 0.05`` her
+    is mentioned as often as there are chunks. On a conversation whose turns read "Ana:
+    ...", Ana is mentioned in about half the turns: with ``common_share = 0.05`` her
     specificity is 0.23, so a question that names her and nothing rarer no longer makes the
     graph channel's list of her turns outvote the vector channel.
 

@@ -15,20 +15,14 @@ Linked entities seed the graph channel; their scores measure how much to trust i
 for ``query_limit``, linking also returns the entities nearest the question itself (the
 graph channel's vector entry points). That search starts as soon as the question's vector
 is there, beside the exact lookup and the mentions' embedding, instead of waiting for the
-mentions' vectors to share one store call with them: Neo4j's vector index answered two
-vectors in 1.7 times the time of one (2 cores, 7,853 entities, k = 80: 22.9 ms against
-13.3 ms).
+mentions' vectors to share one store call with them (a vector index answers two vectors in
+more time than one).
 
 Only the mentions that no name matched are embedded: first the exact lookup, then the
 edit-distance ratio against the entities that share a word with the mention; what is still
 unlinked goes to the embedder and the entity vector search. A forward pass costs per padded
-token, and a question batched with its mentions pads every mention to the question's length
-(all-MiniLM-L6-v2 on 2 cores: 10 ms for the question alone, 20 ms with three mentions).
-Embedding a mention that a name already matched bought nothing on the development sets
-(HYBRID, embedded store, offline extractor: multi-hop Recall@5 68.7 / 75.0 / 80.0 with the
-mentions embedded, 69.3 / 75.0 / 80.0 without; LoCoMo recall@10 0.511 and 0.512), and on
-2 AVX2 cores it cost a forward pass of 19-25 ms after the question's, on a third of the
-multi-hop questions.
+token, and a question batched with its mentions pads every mention to the question's
+length, so a mention that a name already matched is not embedded at all.
 """
 
 from __future__ import annotations
