@@ -67,11 +67,13 @@ def term_frequencies(text: str) -> Counter[str]:
 
 _MAX_FETCH = 10_000
 
+# ``stats`` and ``df`` are MATERIALIZED: inlined, the planner may put the namespace-wide
+# aggregate inside the join's nested loop and recompute it once per posting.
 _BM25_SQL = """
-WITH stats AS (
+WITH stats AS MATERIALIZED (
     SELECT count(*)::float8 AS n, coalesce(avg(term_count), 0)::float8 AS avglen
     FROM khora_chunks WHERE namespace_id = $1
-), df AS (
+), df AS MATERIALIZED (
     SELECT term, count(*)::float8 AS df
     FROM khora_terms WHERE namespace_id = $1 AND term = ANY($2::text[])
     GROUP BY term
