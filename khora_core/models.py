@@ -14,10 +14,14 @@ All datetimes are timezone-aware UTC.
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from khora_core.errors import InvalidInputError
 
 __all__ = [
     "SYSTEM_DATE_KEYS",
@@ -39,6 +43,7 @@ __all__ = [
     "RepairReport",
     "SearchMode",
     "WriteBatch",
+    "check_properties",
 ]
 
 #: System keys typed as datetimes (denormalised onto every chunk).
@@ -192,7 +197,76 @@ class Chunk(_SystemFields):
         }
 
 
-class Entity(_Model):
+def _json_value(value: Any, where: str) -> Any:
+    """``value`` as plain JSON (tuples become lists), or ``InvalidInputError`` naming ``where``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{where} is {value!r}; JSON has no NaN or infinity")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInputError(f"{where} has the key {key!r}; JSON object keys are strings")
+            out[key] = _json_value(item, f"{where}[{key!r}]")
+        return out
+    raise InvalidInputError(
+        f"{where} is of type {type(value).__name__} ({value!r}), not a JSON value: use strings, numbers, "
+        "booleans, None, lists and dicts (a datetime as an ISO-8601 string)"
+    )
+
+
+def check_properties(properties: Any, owner: str) -> dict[str, Any]:
+    """Free-form ``properties`` of an entity or relationship, checked: a dict with non-empty
+    string keys whose values are JSON (nested lists and dicts too).
+
+    Raises:
+        InvalidInputError: not a dict, a key that is not a non-empty string, or a value JSON
+            cannot hold (a datetime, a set, NaN, an object...), named by its key.
+    """
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise InvalidInputError(f"{owner} properties must be a dict, got {type(properties).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in properties.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(f"{owner} property keys must be non-empty strings, got {key!r}")
+        out[key] = _json_value(value, f"{owner} property {key!r}")
+    return out
+
+
+class _WithProperties(_Model):
+    """A stored graph record with free-form ``properties``, checked when built.
+
+    The check runs in ``__init__`` so a bad value raises ``InvalidInputError`` (a pydantic
+    validator would turn it into a ``ValidationError``); ``model_validate`` still checks,
+    raising ``ValidationError``.
+    """
+
+    def __init__(self, **data: Any) -> None:
+        if data.get("properties"):
+            data["properties"] = check_properties(data["properties"], type(self).__name__)
+        super().__init__(**data)
+
+    @field_validator("properties", mode="after", check_fields=False)
+    @classmethod
+    def _json_properties(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_properties(value, cls.__name__) if value else value
+
+
+#: Free-form properties of entities and relationships: string keys, JSON values (what a
+#: LlamaIndex ``EntityNode`` or ``Relation`` carries, for instance). Upserting a stored
+#: record updates them key by key: a later value wins for its key, keys it does not name
+#: are kept.
+_PROPERTIES_DOC = "Free-form JSON properties; an upsert updates them key by key."
+
+
+class Entity(_WithProperties):
     """A resolved entity: one node per namespace per real-world thing."""
 
     id: str
@@ -203,6 +277,7 @@ class Entity(_Model):
     description: str | None = None
     embedding: list[float] | None = None
     mention_count: int = 0
+    properties: dict[str, Any] = Field(default_factory=dict, description=_PROPERTIES_DOC)
 
 
 class Mention(_Model):
@@ -214,7 +289,7 @@ class Mention(_Model):
     count: int = 1
 
 
-class Relationship(_Model):
+class Relationship(_WithProperties):
     """A typed edge between two entities, learned from one chunk of one document."""
 
     id: str
@@ -226,6 +301,7 @@ class Relationship(_Model):
     weight: float = 1.0
     document_id: str
     chunk_id: str | None = None
+    properties: dict[str, Any] = Field(default_factory=dict, description=_PROPERTIES_DOC)
 
 
 class WriteBatch(_Model):

@@ -73,8 +73,14 @@ def type_to_label(type_: str) -> str:
 
 
 def entity_to_node(entity: Entity, source: str | None = None) -> EntityNode:
-    """An ``EntityNode`` for a Khora entity; ``source`` is its ``triplet_source_id``."""
-    props: dict[str, Any] = {KHORA_ID_KEY: entity.id, "mention_count": entity.mention_count}
+    """An ``EntityNode`` for a Khora entity: its stored ``properties``, then Khora's fields
+    and read-only keys laid over them; ``source`` is its ``triplet_source_id`` (the stored
+    one, if any, when Khora knows no source)."""
+    props: dict[str, Any] = {
+        **entity.properties,
+        KHORA_ID_KEY: entity.id,
+        "mention_count": entity.mention_count,
+    }
     if entity.description:
         props["description"] = entity.description
     if entity.aliases:
@@ -138,8 +144,9 @@ def relation_id(namespace_id: str, source_id: str, label: str, target_id: str) -
 def relationship_to_relation(
     rel: Relationship, source: EntityNode, target: EntityNode, source_chunk: str | None
 ) -> Relation:
-    """A ``Relation`` for a Khora relationship; ``source_chunk`` is the ChunkNode id it came from."""
-    props: dict[str, Any] = {KHORA_ID_KEY: rel.id, "weight": rel.weight}
+    """A ``Relation`` for a Khora relationship: its stored ``properties``, then Khora's fields
+    and read-only keys; ``source_chunk`` is the ChunkNode id it came from."""
+    props: dict[str, Any] = {**rel.properties, KHORA_ID_KEY: rel.id, "weight": rel.weight}
     if rel.description:
         props["description"] = rel.description
     if rel.document_id and rel.document_id != NO_SOURCE_DOCUMENT_ID:

@@ -37,12 +37,16 @@ Khora's graph in Neo4j. Queries run read-only and are not scoped for you: every 
 namespace_id property, always match it with $namespace_id (the store binds it), e.g.
 MATCH (e:Entity {namespace_id: $namespace_id}).
 Nodes:
-  (:Entity {id, namespace_id, name, name_lower, type, aliases, description, mention_count})
+  (:Entity {id, namespace_id, name, name_lower, type, aliases, description, mention_count,
+            property_keys, property_values})
+      property_keys / property_values: the entity's free-form properties, the keys and, at
+      the same positions, each value as JSON text (also on RELATES)
   (:Chunk {id, namespace_id, document_id, occurred_at, created_at, source_timestamp, source_type,
            source_name, source_url, external_id, content_type, source, title, metadata_json})
   (:TimeNode {namespace_id, key})   key is an ISO date, YYYY-MM-DD
 Relationships:
-  (:Entity)-[:RELATES {id, type, description, weight, document_id, chunk_id}]->(:Entity)
+  (:Entity)-[:RELATES {id, type, description, weight, document_id, chunk_id, property_keys,
+                       property_values}]->(:Entity)
       the relationship's kind is its `type` property (a value listed below), not a Neo4j type:
       MATCH (a:Entity {namespace_id: $namespace_id})-[r:RELATES {type: 'WORKS_AT'}]->(b:Entity)
   (:Entity)-[:MENTIONED_IN {count, document_id}]->(:Chunk)
@@ -86,7 +90,8 @@ async def vector_query(ctx: GraphContext, query: VectorStoreQuery) -> tuple[list
             "Embed queries with khora_integrations.llama_index.KhoraEmbedding.from_khora(kb)."
         )
     top_k = max(1, int(query.similarity_top_k))
-    recall_filter = to_recall_filter(query.filters)
+    # LlamaIndex's dialect: every key is a node property, taken literally.
+    recall_filter = to_recall_filter(query.filters, node_metadata=True)
     wanted = set(query.node_ids or ())
     fetch = top_k * 4 if recall_filter is not None or wanted else top_k
     while True:

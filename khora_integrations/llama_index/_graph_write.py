@@ -2,13 +2,14 @@
 
 * Entity nodes land with ``GraphStore.upsert_graph`` under their deterministic id, with a
   name embedding from Khora's embedder (the same vector ``remember`` gives an entity) or,
-  with ``use_node_embeddings``, the node's own embedding.
+  with ``use_node_embeddings``, the node's own embedding, and their properties as the
+  entity's ``properties`` (the storage stack updates them key by key).
 * Text-chunk nodes are remembered as documents (``external_id`` = node id), so recall's
   vector, keyword and graph channels see them. Khora's extractor does not run on them
   unless the store asks for it (``khora_extraction``): LlamaIndex's own extractors write
   their entities and relations, and running both would store each relation twice.
 * Relations between entities land as Khora relationships learned from their source chunk
-  (``triplet_source_id``). Khora's graph has no edges between text chunks, so relations
+  (``triplet_source_id``), their other properties as the relationship's ``properties``. Khora's graph has no edges between text chunks, so relations
   with a chunk at either end (``ImplicitPathExtractor``'s SOURCE/NEXT/PREVIOUS/PARENT/CHILD,
   which the chunk node keeps in its own ``relationships`` anyway) are not written; each
   skipped one is logged.
@@ -38,11 +39,13 @@ from khora_integrations.llama_index._graph_convert import (
     KHORA_DOCUMENT_KEY,
     KHORA_ID_KEY,
     NO_SOURCE_DOCUMENT_ID,
+    READ_ONLY_KEYS,
     label_to_type,
     relation_id,
     remember_arguments,
 )
 from khora_integrations.llama_index._graph_read import (
+    MAX_SCAN,
     GraphContext,
     get_nodes,
     resolve_documents,
@@ -86,17 +89,31 @@ async def _name_vectors(ctx: GraphContext, names: list[str]) -> dict[str, list[f
 def _entity(
     ctx: GraphContext, name: str, type_: str, vector: list[float] | None, props: Mapping[str, Any]
 ) -> Entity:
+    """The Khora entity for an ``EntityNode``: ``description`` and ``aliases`` (when a string
+    and a list of strings) become Khora's fields, the other properties its ``properties``
+    (datetimes as ISO-8601 strings), less the read-only keys the store adds on read."""
     description = props.get("description")
     aliases = props.get("aliases")
+    fields: dict[str, Any] = {}
+    if isinstance(description, str) and description:
+        fields["description"] = description
+    if isinstance(aliases, list) and all(isinstance(a, str) for a in aliases):
+        fields["aliases"] = list(aliases)
     return Entity(
         id=entity_id(ctx.namespace, name),
         namespace_id=ctx.namespace,
         name=name,
         type=type_,
-        aliases=[a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else [],
-        description=description if isinstance(description, str) and description else None,
         embedding=vector,
+        properties=_free_properties(props, set(fields)),
+        **fields,
     )
+
+
+def _free_properties(props: Mapping[str, Any], taken: set[str]) -> dict[str, Any]:
+    """The properties Khora stores as they are: all but the keys ``taken`` into its own
+    fields and the read-only keys the store adds on read."""
+    return jsonable({k: v for k, v in props.items() if k not in taken and k not in READ_ONLY_KEYS})
 
 
 async def _upsert_entities(ctx: GraphContext, nodes: Sequence[EntityNode], use_node_embeddings: bool) -> None:
@@ -226,22 +243,8 @@ async def upsert_relations(
     skipped = [r.label for r in relations if r.source_id in chunk_ends or r.target_id in chunk_ends]
     for r in kept:
         source, target = entity_of[r.source_id], entity_of[r.target_id]
-        weight = r.properties.get("weight")
-        description = r.properties.get("description")
-        rels.append(
-            Relationship(
-                id=relation_id(ctx.namespace, source, r.label, target),
-                namespace_id=ctx.namespace,
-                source_id=source,
-                target_id=target,
-                type=r.label,
-                description=description if isinstance(description, str) and description else None,
-                weight=float(weight)
-                if isinstance(weight, (int, float)) and not isinstance(weight, bool)
-                else 1.0,
-                document_id=doc_of.get(str(r.properties.get(TRIPLET_SOURCE_KEY)), NO_SOURCE_DOCUMENT_ID),
-            )
-        )
+        rels.append(_relationship(ctx, r, source, target, doc_of))
+    rels = await _keep_stored_fields(ctx, rels, kept)
     if skipped:
         odd = sorted(set(skipped) - STRUCTURAL_LABELS)
         log = logger.warning if odd else logger.debug
@@ -252,6 +255,56 @@ async def upsert_relations(
             sorted(set(skipped)),
         )
     await ctx.graph.upsert_graph(ctx.namespace, entities=new_entities, relationships=rels)
+
+
+def _relationship(
+    ctx: GraphContext, relation: Relation, source: str, target: str, doc_of: Mapping[str, str]
+) -> Relationship:
+    """The Khora relationship for a ``Relation`` between two stored entities: ``weight`` (a
+    number) and ``description`` (a string) become Khora's fields, ``triplet_source_id`` the
+    document it was learned from, the other properties its ``properties``."""
+    props = relation.properties
+    weight = props.get("weight")
+    description = props.get("description")
+    fields: dict[str, Any] = {}
+    if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+        fields["weight"] = float(weight)
+    if isinstance(description, str) and description:
+        fields["description"] = description
+    return Relationship(
+        id=relation_id(ctx.namespace, source, relation.label, target),
+        namespace_id=ctx.namespace,
+        source_id=source,
+        target_id=target,
+        type=relation.label,
+        document_id=doc_of.get(str(props.get(TRIPLET_SOURCE_KEY)), NO_SOURCE_DOCUMENT_ID),
+        properties=_free_properties(props, {*fields, TRIPLET_SOURCE_KEY}),
+        **fields,
+    )
+
+
+async def _keep_stored_fields(
+    ctx: GraphContext, rels: list[Relationship], relations: Sequence[Relation]
+) -> list[Relationship]:
+    """A relation written again without ``weight``, ``description`` or ``triplet_source_id``
+    keeps the stored edge's value for it, as its other properties are kept (the stack
+    updates ``properties`` key by key but replaces an edge's fields)."""
+    ends = sorted({e for r in rels for e in (r.source_id, r.target_id)})
+    stored = {r.id: r for r in await ctx.graph.relationships_among(ctx.namespace, ends, limit=MAX_SCAN)}
+    out = []
+    for rel, relation in zip(rels, relations, strict=True):
+        old = stored.get(rel.id)
+        if old is not None:
+            keep: dict[str, Any] = {}
+            if "weight" not in relation.properties:
+                keep["weight"] = old.weight
+            if "description" not in relation.properties:
+                keep["description"] = old.description
+            if rel.document_id == NO_SOURCE_DOCUMENT_ID:
+                keep["document_id"], keep["chunk_id"] = old.document_id, old.chunk_id
+            rel = rel.model_copy(update=keep)
+        out.append(rel)
+    return out
 
 
 async def delete(

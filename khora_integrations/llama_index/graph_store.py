@@ -35,21 +35,29 @@ class KhoraPropertyGraphStore(PropertyGraphStore):
     * ``EntityNode`` <-> Khora entity. The node id is the name; the Khora id is
       ``khora_core.ingest.resolve.entity_id(namespace, name)``, so one name is one node
       whoever wrote it. ``label`` is the entity type (LlamaIndex's default ``"entity"`` is
-      Khora's ``"CONCEPT"``); ``description`` and ``aliases`` properties are kept, other
-      entity properties are not (Khora entities have no free-form properties). The entity
-      vector is Khora's embedding of the name (what ``remember`` stores), or the node's own
-      embedding with ``use_node_embeddings=True``.
+      Khora's ``"CONCEPT"``); the ``description`` and ``aliases`` properties are Khora's
+      fields, every other property is kept in the entity's ``properties`` (JSON values;
+      datetimes become ISO-8601 strings; anything else non-JSON raises
+      ``InvalidInputError``). Writing a node again updates its properties key by key. The
+      entity vector is Khora's embedding of the name (what ``remember`` stores), or the
+      node's own embedding with ``use_node_embeddings=True``.
     * ``ChunkNode`` <-> Khora document, remembered with ``external_id`` = node id and the
       node's properties as metadata (so chunked, embedded by Khora and recalled like any
       document; entity-extracted by Khora only with ``khora_extraction=True``). A document's node id is its ``external_id``, else its
       Khora id; a Khora chunk id given to ``get`` returns that chunk alone.
     * ``Relation`` between entities <-> Khora relationship, learned from the document of its
-      ``triplet_source_id``. Relations with a text chunk at an end are not stored (Khora
-      links chunks to entities only through mentions).
+      ``triplet_source_id``; ``weight`` and ``description`` are Khora's fields, the other
+      properties are kept as the relationship's ``properties`` (updated key by key when the
+      relation is written again; ``weight``, ``description`` and ``triplet_source_id`` left
+      out then keep their stored values). Relations with a text chunk at an end are not stored
+      (Khora links chunks to entities only through mentions).
 
-    Read-only properties the store adds: ``khora_id``, ``khora_document_id``,
+    Read-only properties the store adds on read, laid over the stored ones (and never
+    stored from a node written back): ``khora_id``, ``khora_document_id``,
     ``khora_chunk_id``, ``mention_count``, and ``triplet_source_id`` on entities (the first
-    document mentioning them) and on triplets (the edge's document).
+    document mentioning them; the stored value when Khora knows none) and on triplets (the
+    edge's document). ``get``, ``get_triplets``, ``delete`` and ``vector_query`` filter on
+    all of these properties, stored and read-only alike.
 
     Every call is scoped to ``namespace``. The async methods are the implementation; the
     sync ones run them through ``khora_core.sync.run_sync`` (see ``KhoraRef`` for which

@@ -801,3 +801,68 @@ async def test_the_graph_walk_reaches_the_second_hop_through_a_shared_entity(
     info = result.engine_info["channels"]["graph"]
     assert info["scoring"] == "walk" and info["walk"]["passages"] >= 2
     assert {c.document_id for c in result.chunks} >= {ids["doc-1"], ids["doc-2"]}
+
+
+async def test_entity_and_relationship_properties_merge_key_by_key(kb: Khora, namespace: str) -> None:
+    """Free-form ``properties`` (nested JSON) are stored and read back by every graph read;
+    a later upsert updates them key by key (in one write and across writes), an upsert
+    without properties keeps them, and another namespace sees none of them."""
+    stack, dim = kb._stack, kb.engine.embedder.dimension
+    nested = {"born": 1815, "tags": ["math", "poetry"], "meta": {"src": "wiki", "ok": True}, "none": None}
+    ada = Entity(id="e-ada", namespace_id=namespace, name="Ada", type="PERSON", properties=nested)
+    ada_later = Entity(
+        id="e-ada", namespace_id=namespace, name="Ada", properties={"born": 1816, "city": "London"}
+    )
+    babbage = Entity(id="e-babbage", namespace_id=namespace, name="Babbage")
+
+    def knows(props: dict) -> Relationship:
+        return Relationship(
+            id="r-knows", namespace_id=namespace, source_id="e-ada", target_id="e-babbage", type="KNOWS",
+            document_id="d1", properties=props,
+        )  # fmt: skip
+
+    first = _doc_batch(
+        namespace, "d1", "Ada wrote to Babbage.", dim, entities=[ada, babbage, ada_later], mentions=["e-ada"],
+        relationships=[knows({"since": 1833, "via": "letters"}), knows({"via": "salon"})],
+    )  # fmt: skip
+    await stack.write_many(namespace, [first])
+    merged = {**nested, "born": 1816, "city": "London"}
+    (got,) = await stack.graph.get_entities(namespace, ["e-ada"])
+    assert got.properties == merged
+    (rel,) = await stack.graph.list_relationships(namespace, types=["KNOWS"])
+    assert rel.properties == {"since": 1833, "via": "salon"}
+
+    await stack.graph.upsert_graph(
+        namespace,
+        entities=[
+            Entity(id="e-ada", namespace_id=namespace, name="Ada", properties={"meta": {"src": "book"}})
+        ],
+        relationships=[knows({"weight_note": "strong"})],
+    )
+    await stack.graph.upsert_graph(
+        namespace, entities=[babbage, Entity(id="e-ada", namespace_id=namespace, name="Ada")]
+    )
+    merged["meta"] = {"src": "book"}  # a key's value is replaced whole, not merged inside
+    (got,) = await stack.graph.get_entities(namespace, ["e-ada"])
+    assert got.properties == merged and got.type == "PERSON"
+    (rel,) = await stack.graph.list_relationships(namespace, entity_ids=["e-ada"])
+    assert rel.properties == {"since": 1833, "via": "salon", "weight_note": "strong"}
+    assert (await stack.graph.get_entities(namespace, ["e-babbage"]))[0].properties == {}
+    # Every read path returns them.
+    assert (await stack.graph.find_entities_by_name(namespace, ["ada"]))[0].properties == merged
+    hood = await stack.graph.neighbourhood(namespace, ["e-babbage"], depth=1)
+    assert {e.id: e.properties for e in hood.entities}["e-ada"] == merged
+    assert [r.properties for r in hood.relationships] == [rel.properties]
+    assert {e.id: e.properties for e in await stack.graph.list_entities(namespace)}["e-ada"] == merged
+
+    other = await kb.create_namespace("other", namespace=f"other-{uuid.uuid4().hex[:8]}")
+    try:
+        assert await stack.graph.get_entities(other.namespace_id, ["e-ada"]) == []
+        await stack.graph.upsert_graph(
+            other.namespace_id,
+            entities=[Entity(id="e-ada", namespace_id=other.namespace_id, name="Ada", properties={"x": 1})],
+        )
+        assert (await stack.graph.get_entities(other.namespace_id, ["e-ada"]))[0].properties == {"x": 1}
+        assert (await stack.graph.get_entities(namespace, ["e-ada"]))[0].properties == merged
+    finally:
+        await kb.delete_namespace(other.namespace_id)

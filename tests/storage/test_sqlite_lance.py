@@ -962,3 +962,38 @@ async def test_name_words_are_indexed_for_a_folder_written_before_the_word_index
         assert raw_rows(config, "SELECT word FROM entity_words WHERE entity_id = 'e-bob'") == []
     finally:
         await s.aclose()
+
+
+async def test_graph_properties_are_added_to_a_folder_written_before_them(config: StorageConfig) -> None:
+    """A folder whose ``entities`` / ``relationships`` tables have no ``properties`` column
+    opens, gains the column (rows read with no properties) and stores properties after."""
+    s = SqliteLanceStack(config, dim=DIM)
+    await s.open()
+    ns = await new_ns(s)
+    await s.write(
+        ns, batch(ns, "d1", ["Alice met Bob"], entities=[ent(ns, "Alice"), ent(ns, "Bob")],
+                  relationships=[("e-alice", "e-bob", "KNOWS", 1.0)])
+    )  # fmt: skip
+    await s.aclose()
+    conn = sqlite3.connect(Path(config.data_dir) / "khora.sqlite3")  # as an older Khora left it
+    with conn:
+        conn.execute("ALTER TABLE entities DROP COLUMN properties")
+        conn.execute("ALTER TABLE relationships DROP COLUMN properties")
+    conn.close()
+
+    s = SqliteLanceStack(config, dim=DIM)
+    await s.open()
+    try:
+        (alice,) = await s.graph.get_entities(ns, ["e-alice"])
+        (knows,) = await s.graph.list_relationships(ns)
+        assert alice.properties == {} and knows.properties == {}
+        await s.graph.upsert_graph(
+            ns,
+            entities=[alice.model_copy(update={"properties": {"born": 1815}})],
+            relationships=[knows.model_copy(update={"properties": {"since": "1833"}})],
+        )
+        (alice,) = await s.graph.get_entities(ns, ["e-alice"])
+        (knows,) = await s.graph.list_relationships(ns)
+        assert alice.properties == {"born": 1815} and knows.properties == {"since": "1833"}
+    finally:
+        await s.aclose()

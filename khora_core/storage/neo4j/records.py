@@ -30,6 +30,8 @@ __all__ = [
     "fold",
     "present",
     "present_edge",
+    "properties_from_props",
+    "property_lists",
     "relationship_from_props",
     "relationship_row",
     "to_datetime",
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 #: Entity properties returned by reads (no embedding: 384 floats per row is wasted I/O).
-ENTITY_FIELDS = "{.id, .namespace_id, .name, .type, .aliases, .description, .mention_count}"
+ENTITY_FIELDS = "{.id, .namespace_id, .name, .type, .aliases, .description, .mention_count, .property_keys, .property_values}"
 
 
 def to_neo4j_datetime(value: datetime | None) -> datetime | None:
@@ -139,6 +141,25 @@ def chunk_from_props(props: Mapping[str, Any]) -> Chunk:
     return Chunk(**fields)
 
 
+def property_lists(properties: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """An entity's or relationship's ``properties`` as two Neo4j list properties: the keys,
+    and each value as JSON text (a Neo4j property cannot hold a map, nor a list of maps).
+    Two lists let the merge statements update them key by key in Cypher."""
+    keys = list(properties)
+    values = [
+        json.dumps(properties[k], ensure_ascii=False, separators=(",", ":"), allow_nan=False) for k in keys
+    ]
+    return keys, values
+
+
+def properties_from_props(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``properties`` stored as ``property_keys`` / ``property_values`` ({} when none)."""
+    keys = props.get("property_keys")
+    if not keys:
+        return {}
+    return {k: json.loads(v) for k, v in zip(keys, props.get("property_values") or [], strict=False)}
+
+
 def entity_row(entity: Entity, namespace_id: str, embedding_dim: int) -> dict[str, Any]:
     """Parameters of one entity for the merge statement."""
     if entity.namespace_id != namespace_id:
@@ -153,6 +174,7 @@ def entity_row(entity: Entity, namespace_id: str, embedding_dim: int) -> dict[st
                 f"the graph store expects {embedding_dim}"
             )
         embedding = [float(x) for x in entity.embedding]
+    keys, values = property_lists(entity.properties)
     # (alias, folded alias) pairs, deduplicated on the folded form. The Cypher merge drops
     # the one equal to the stored name, so a re-cased name becomes an alias.
     pairs: list[list[str]] = []
@@ -170,6 +192,8 @@ def entity_row(entity: Entity, namespace_id: str, embedding_dim: int) -> dict[st
         "alias_pairs": pairs,
         "description": entity.description,
         "embedding": embedding,
+        "property_keys": keys,
+        "property_values": values,
     }
 
 
@@ -184,6 +208,7 @@ def entity_from_props(props: Mapping[str, Any], *, with_embedding: bool = False)
         description=props.get("description"),
         embedding=[float(x) for x in embedding] if embedding is not None else None,
         mention_count=int(props.get("mention_count") or 0),
+        properties=properties_from_props(props),
     )
 
 
@@ -192,10 +217,13 @@ def relationship_row(rel: Relationship, namespace_id: str) -> dict[str, Any]:
         raise InvalidInputError(
             f"relationship {rel.id} belongs to namespace {rel.namespace_id!r}, not {namespace_id!r}"
         )
+    keys, values = property_lists(rel.properties)
     return {
         "id": rel.id,
         "source_id": rel.source_id,
         "target_id": rel.target_id,
+        "property_keys": keys,
+        "property_values": values,
         "props": {
             "id": rel.id,
             "namespace_id": namespace_id,
@@ -219,6 +247,7 @@ def relationship_from_props(props: Mapping[str, Any], source_id: str, target_id:
         weight=float(props.get("weight", 1.0)),
         document_id=props.get("document_id") or "",
         chunk_id=props.get("chunk_id"),
+        properties=properties_from_props(props),
     )
 
 

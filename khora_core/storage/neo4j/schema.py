@@ -5,9 +5,14 @@ Graph model (fixed by the storage conventions)::
     (:Chunk {id, namespace_id, document_id, index, content, start_char, end_char, token_count,
              occurred_at, created_at, source_timestamp, <string system keys>, metadata_json, tags})
     (:Entity {id, namespace_id, name, name_lower, type, aliases, aliases_lower, description,
-              embedding, mention_count})
+              embedding, mention_count, property_keys, property_values})
     (:Entity)-[:MENTIONED_IN {count, document_id}]->(:Chunk)
-    (:Entity)-[:RELATES {id, namespace_id, type, description, weight, document_id, chunk_id}]->(:Entity)
+    (:Entity)-[:RELATES {id, namespace_id, type, description, weight, document_id, chunk_id,
+                         property_keys, property_values}]->(:Entity)
+
+``property_keys`` / ``property_values`` hold an entity's or relationship's free-form
+``properties``: the keys, and each value as JSON text at the same position (absent when
+there are none; graphs written before them need no migration).
     (:Chunk)-[:AT_TIME]->(:TimeNode {namespace_id, key: "YYYY-MM-DD"})
 
 Uniqueness is per namespace: composite ``(namespace_id, id)`` uniqueness constraints, which

@@ -6,7 +6,9 @@ atomically). All writes are batched ``UNWIND`` statements; every ``MATCH``/``MER
 the namespace. Merge rules match the embedded store: an entity keeps its stored name,
 aliases are united, a new type wins unless it is the default ``CONCEPT``, a new description
 or embedding wins when given, and ``mention_count`` is always the sum of the entity's
-``MENTIONED_IN`` counts.
+``MENTIONED_IN`` counts. Free-form ``properties`` of entities and relationships are two
+list properties, ``property_keys`` and ``property_values`` (each value as JSON text); an
+upsert updates them key by key, in Cypher, from parameters only.
 
 Rows are sorted before each ``UNWIND`` (entities by id, mentions by entity then chunk,
 relationships by source, target, id), so concurrent writes that touch the same entities
@@ -16,7 +18,7 @@ what makes Neo4j report a deadlock (and retry the whole transaction).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -30,7 +32,6 @@ from khora_core.storage.neo4j.records import (
     day_key,
     entity_row,
     relationship_row,
-    unique_by_id,
 )
 
 __all__ = [
@@ -80,7 +81,10 @@ MERGE (e:Entity {namespace_id: $ns, id: row.id})
 WITH e, row, coalesce(e.name_lower, row.name_lower) AS key,
      coalesce(e.aliases, []) AS old_aliases, coalesce(e.aliases_lower, []) AS old_lower
 WITH e, row, key, old_aliases, old_lower,
-     [p IN row.alias_pairs WHERE p[1] <> key AND NOT p[1] IN old_lower] AS fresh
+     [p IN row.alias_pairs WHERE p[1] <> key AND NOT p[1] IN old_lower] AS fresh,
+     coalesce(e.property_keys, []) AS old_keys, coalesce(e.property_values, []) AS old_values
+WITH e, row, key, old_aliases, old_lower, fresh, old_keys, old_values,
+     [i IN range(0, size(old_keys) - 1) WHERE NOT old_keys[i] IN row.property_keys] AS kept
 SET e.name = coalesce(e.name, row.name),
     e.name_lower = key,
     e.type = CASE WHEN e.type IS NULL OR row.type <> 'CONCEPT' THEN row.type ELSE e.type END,
@@ -88,7 +92,11 @@ SET e.name = coalesce(e.name, row.name),
     e.aliases_lower = old_lower + [p IN fresh | p[1]],
     e.description = coalesce(row.description, e.description),
     e.embedding = coalesce(row.embedding, e.embedding),
-    e.mention_count = coalesce(e.mention_count, 0)
+    e.mention_count = coalesce(e.mention_count, 0),
+    e.property_keys = CASE WHEN size(row.property_keys) = 0 THEN e.property_keys
+                      ELSE [i IN kept | old_keys[i]] + row.property_keys END,
+    e.property_values = CASE WHEN size(row.property_keys) = 0 THEN e.property_values
+                        ELSE [i IN kept | old_values[i]] + row.property_values END
 WITH e, fresh
 FOREACH (p IN fresh |
   MERGE (a:EntityAlias {namespace_id: $ns, key: p[1], entity_id: e.id})
@@ -137,6 +145,7 @@ ON MATCH SET m.count = m.count + row.count, m.document_id = row.document_id
 """
 
 # A relationship is keyed by (namespace_id, id); re-writing one may move its endpoints.
+# Its properties are the stored ones updated key by key by the row's.
 _MERGE_RELATIONSHIPS = """
 UNWIND $rows AS row
 MATCH (s:Entity {namespace_id: $ns, id: row.source_id})
@@ -145,9 +154,16 @@ MATCH (t:Entity {namespace_id: $ns, id: row.target_id})
 USING INDEX t:Entity(namespace_id, id)
 OPTIONAL MATCH (:Entity {namespace_id: $ns})-[old:RELATES {namespace_id: $ns, id: row.id}]->(:Entity {namespace_id: $ns})
 USING INDEX old:RELATES(namespace_id, id)
+WITH s, t, row, old, coalesce(old.property_keys, []) AS old_keys, coalesce(old.property_values, []) AS old_values
 DELETE old
+WITH s, t, row, old_keys, old_values,
+     [i IN range(0, size(old_keys) - 1) WHERE NOT old_keys[i] IN row.property_keys] AS kept
+WITH s, t, row, [i IN kept | old_keys[i]] + row.property_keys AS keys,
+     [i IN kept | old_values[i]] + row.property_values AS values
 CREATE (s)-[r:RELATES]->(t)
-SET r = row.props
+SET r = row.props,
+    r.property_keys = CASE WHEN size(keys) = 0 THEN null ELSE keys END,
+    r.property_values = CASE WHEN size(keys) = 0 THEN null ELSE values END
 """
 
 # A write adds to an entity's mention_count what it adds to its MENTIONED_IN counts (one
@@ -288,6 +304,31 @@ def _merged_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         for key in ("description", "embedding"):
             if row[key] is not None:
                 held[key] = row[key]
+        _merge_property_lists(held, row)
+    return list(out.values())
+
+
+def _merge_property_lists(held: dict[str, Any], row: Mapping[str, Any]) -> None:
+    """Update ``held``'s property lists key by key with ``row``'s (a later value wins)."""
+    if not row["property_keys"]:
+        return
+    merged = dict(zip(held["property_keys"], held["property_values"], strict=True))
+    merged.update(zip(row["property_keys"], row["property_values"], strict=True))
+    held["property_keys"], held["property_values"] = list(merged), list(merged.values())
+
+
+def _relationship_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per relationship id: the last one, with the properties of all of them merged
+    key by key in order (as if they were written one after the other)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        held = out.pop(row["id"], None)
+        if held is not None:
+            merged = {**row, "property_keys": list(held["property_keys"]),
+                      "property_values": list(held["property_values"])}  # fmt: skip
+            _merge_property_lists(merged, row)
+            row = merged
+        out[row["id"]] = row
     return list(out.values())
 
 
@@ -300,7 +341,7 @@ async def merge_relationships_tx(
     """Merge relationships by id; ``known``: entity ids merged earlier in this
     transaction, which need no existence check."""
     rows = sorted(
-        unique_by_id([relationship_row(r, ns) for r in relationships]),
+        _relationship_rows(relationship_row(r, ns) for r in relationships),
         key=lambda r: (r["source_id"], r["target_id"], r["id"]),
     )
     if not rows:

@@ -32,6 +32,7 @@ from khora_core.storage.sqlite_lance.graph_rows import (
 )
 from khora_core.storage.sqlite_lance.rows import IN_JSON, fetch_entities, json_ids
 from khora_core.storage.sqlite_lance.schema import (
+    ENTITY_COLUMNS,
     ENTITY_SELECT,
     RELATIONSHIP_SELECT,
     entity_from_row,
@@ -98,7 +99,9 @@ class SqliteGraphStore:
             ") ORDER BY e.mention_count DESC, e.id"
         )
         params = (namespace_id, namespace_id, keys, namespace_id, keys)
-        return await self._db.read(lambda conn: [entity_from_row(r, r[7]) for r in conn.execute(sql, params)])
+        return await self._db.read(
+            lambda conn: [entity_from_row(r, r[ENTITY_COLUMNS]) for r in conn.execute(sql, params)]
+        )
 
     async def find_entities_by_words(
         self, namespace_id: str, texts: Sequence[str], *, limit: int

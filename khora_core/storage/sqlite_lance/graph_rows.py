@@ -15,7 +15,7 @@ from khora_core.errors import InvalidInputError
 from khora_core.models import Entity, Mention, Relationship
 from khora_core.storage.protocols import fold
 from khora_core.storage.sqlite_lance.rows import IN_JSON, json_ids
-from khora_core.storage.sqlite_lance.schema import dumps, vector_blob
+from khora_core.storage.sqlite_lance.schema import dump_properties, dumps, load_properties, vector_blob
 from khora_core.storage.words import name_words
 
 _DEFAULT_TYPE = "CONCEPT"
@@ -37,7 +37,8 @@ def upsert_entities(
     """Insert entities or merge them into the stored ones with the same id.
 
     Merge rule: the stored name stays; aliases are united; a new type wins unless it is the
-    default ``CONCEPT``; a new description or embedding wins when given.
+    default ``CONCEPT``; a new description or embedding wins when given; ``properties``
+    are updated key by key (a new value wins for its key, other stored keys stay).
     """
     for e in entities:
         if e.embedding is not None and len(e.embedding) != dim:
@@ -45,14 +46,15 @@ def upsert_entities(
                 f"Entity {e.id!r} has a {len(e.embedding)}-dimensional embedding; expected {dim}"
             )
         old = conn.execute(
-            "SELECT name, type, aliases, description, embedding FROM entities WHERE namespace_id = ? AND id = ?",
+            "SELECT name, type, aliases, description, embedding, properties FROM entities "
+            "WHERE namespace_id = ? AND id = ?",
             (namespace_id, e.id),
         ).fetchone()
         if old is None:
             name, etype, aliases = e.name, e.type, _merge_aliases(e.name, e.aliases)
             conn.execute(
-                "INSERT INTO entities (namespace_id, id, name, name_lower, type, aliases, description, embedding) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO entities (namespace_id, id, name, name_lower, type, aliases, description, "
+                "embedding, properties) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     namespace_id,
                     e.id,
@@ -62,6 +64,7 @@ def upsert_entities(
                     dumps(aliases),
                     e.description,
                     vector_blob(e.embedding),
+                    dump_properties(e.properties),
                 ),
             )
             conn.executemany(
@@ -72,14 +75,18 @@ def upsert_entities(
             name = old[0]
             etype = e.type if (e.type != _DEFAULT_TYPE or old[1] == _DEFAULT_TYPE) else old[1]
             aliases = _merge_aliases(name, json.loads(old[2] or "[]"), e.aliases, [e.name])
+            properties = old[5]
+            if e.properties:
+                properties = dump_properties({**load_properties(old[5]), **e.properties})
             conn.execute(
-                "UPDATE entities SET type = ?, aliases = ?, description = ?, embedding = ? "
+                "UPDATE entities SET type = ?, aliases = ?, description = ?, embedding = ?, properties = ? "
                 "WHERE namespace_id = ? AND id = ?",
                 (
                     etype,
                     dumps(aliases),
                     e.description if e.description is not None else old[3],
                     vector_blob(e.embedding) if e.embedding is not None else old[4],
+                    properties,
                     namespace_id,
                     e.id,
                 ),
@@ -123,21 +130,46 @@ def insert_mentions(conn: sqlite3.Connection, namespace_id: str, mentions: Seque
     )
 
 
+def _merged_relationship_properties(
+    conn: sqlite3.Connection, namespace_id: str, relationships: Sequence[Relationship]
+) -> dict[str, str]:
+    """Relationship id -> its ``properties`` JSON after this write: the stored ones updated key
+    by key by each given relationship in turn (only ids given with properties are here)."""
+    given = [r for r in relationships if r.properties]
+    if not given:
+        return {}
+    stored = {
+        rid: load_properties(text)
+        for rid, text in conn.execute(
+            f"SELECT id, properties FROM relationships WHERE namespace_id = ? AND id IN {IN_JSON}",
+            (namespace_id, json_ids({r.id for r in given})),
+        )
+    }
+    for r in given:
+        stored[r.id] = {**stored.get(r.id, {}), **r.properties}
+    return {rid: dump_properties(props) for rid, props in stored.items()}
+
+
 def upsert_relationships(
     conn: sqlite3.Connection, namespace_id: str, relationships: Sequence[Relationship]
 ) -> None:
+    """Insert relationships or replace the stored ones with the same id, except ``properties``,
+    which are updated key by key."""
     require_entities(
         conn,
         namespace_id,
         [r.source_id for r in relationships] + [r.target_id for r in relationships],
         "Relationships",
     )
+    merged = _merged_relationship_properties(conn, namespace_id, relationships)
+    # A relationship given without properties keeps the stored ones (``?10`` is NULL for it).
     conn.executemany(
         "INSERT INTO relationships (namespace_id, id, source_id, target_id, type, description, weight, "
-        "document_id, chunk_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace_id, id) DO UPDATE SET "
+        "document_id, chunk_id, properties) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, coalesce(?10, '{}')) "
+        "ON CONFLICT (namespace_id, id) DO UPDATE SET "
         "source_id = excluded.source_id, target_id = excluded.target_id, type = excluded.type, "
         "description = excluded.description, weight = excluded.weight, document_id = excluded.document_id, "
-        "chunk_id = excluded.chunk_id",
+        "chunk_id = excluded.chunk_id, properties = coalesce(?10, relationships.properties)",
         [
             (
                 namespace_id,
@@ -149,6 +181,7 @@ def upsert_relationships(
                 r.weight,
                 r.document_id,
                 r.chunk_id,
+                merged.get(r.id),
             )
             for r in relationships
         ],

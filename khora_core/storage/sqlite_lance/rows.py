@@ -15,6 +15,7 @@ from khora_core.models import Chunk, Entity
 from khora_core.storage.sqlite_lance.filtering import PreparedFilter
 from khora_core.storage.sqlite_lance.schema import (
     CHUNK_SELECT,
+    ENTITY_COLUMNS,
     ENTITY_SELECT,
     chunk_from_row,
     entity_from_row,
@@ -55,5 +56,5 @@ def fetch_entities(
     sql = f"SELECT {ENTITY_SELECT}{extra} FROM entities e WHERE e.namespace_id = ? AND e.id IN {IN_JSON}"
     out = {}
     for row in conn.execute(sql, (namespace_id, json_ids(ids))):
-        out[row[0]] = entity_from_row(row, row[7] if embeddings else None)
+        out[row[0]] = entity_from_row(row, row[ENTITY_COLUMNS] if embeddings else None)
     return out

@@ -120,8 +120,17 @@ CHUNK_SELECT = (
 DOCUMENT_SELECT = "d.id, d.namespace_id, d.content, d.content_hash, " + ", ".join(
     f"d.{col}" for col in SYSTEM_COLUMNS
 )
-ENTITY_SELECT = "e.id, e.namespace_id, e.name, e.type, e.aliases, e.description, e.mention_count"
-RELATIONSHIP_SELECT = "r.id, r.namespace_id, r.source_id, r.target_id, r.type, r.description, r.weight, r.document_id, r.chunk_id"
+ENTITY_SELECT = (
+    "e.id, e.namespace_id, e.name, e.type, e.aliases, e.description, e.mention_count, e.properties"
+)
+RELATIONSHIP_SELECT = (
+    "r.id, r.namespace_id, r.source_id, r.target_id, r.type, r.description, r.weight, r.document_id, "
+    "r.chunk_id, r.properties"
+)
+#: How many columns ``ENTITY_SELECT`` / ``RELATIONSHIP_SELECT`` read (a column selected after
+#: them is at this index).
+ENTITY_COLUMNS = 8
+RELATIONSHIP_COLUMNS = 10
 
 
 #: BM25 indexes a chunk's ``context`` (title, heading path) with its content; a chunk
@@ -147,6 +156,9 @@ def apply_schema(conn: sqlite3.Connection, dim: int) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
     if "context" not in columns:  # folders written before chunks had a search context
         conn.execute("ALTER TABLE chunks ADD COLUMN context TEXT")
+    for table in ("entities", "relationships"):  # folders written before graph properties
+        if "properties" not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN properties TEXT NOT NULL DEFAULT '{{}}'")
     conn.executescript(_FTS_TRIGGERS)
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -324,6 +336,7 @@ def entity_from_row(row: tuple[Any, ...], embedding: bytes | None = None) -> Ent
         description=row[5],
         mention_count=row[6],
         embedding=blob_vector(embedding),
+        properties=load_properties(row[7]),
     )
 
 
@@ -338,7 +351,18 @@ def relationship_from_row(row: tuple[Any, ...]) -> Relationship:
         weight=row[6],
         document_id=row[7],
         chunk_id=row[8],
+        properties=load_properties(row[9]),
     )
+
+
+def load_properties(text: str | None) -> dict[str, Any]:
+    """The ``properties`` column of an entity or relationship (JSON object text)."""
+    return json.loads(text) if text and text != "{}" else {}
+
+
+def dump_properties(properties: dict[str, Any]) -> str:
+    """JSON text for the ``properties`` column (the model checked the values)."""
+    return json.dumps(properties, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def namespace_from_row(row: tuple[Any, ...]) -> Namespace:

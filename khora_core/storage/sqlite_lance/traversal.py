@@ -17,6 +17,7 @@ from khora_core.storage.sqlite_lance.filtering import PreparedFilter
 from khora_core.storage.sqlite_lance.rows import IN_JSON, fetch_entities, json_ids
 from khora_core.storage.sqlite_lance.schema import (
     CHUNK_SELECT,
+    RELATIONSHIP_COLUMNS,
     RELATIONSHIP_SELECT,
     chunk_from_row,
     relationship_from_row,
@@ -72,7 +73,7 @@ def walk_neighbourhood(
                 if rank >= len(rows):
                     continue
                 row = rows[rank]
-                other = row[9]
+                other = row[RELATIONSHIP_COLUMNS]
                 if other not in distance:
                     if len(distance) >= limit:
                         continue

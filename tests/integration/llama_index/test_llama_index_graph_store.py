@@ -4,6 +4,7 @@ retrievers, and the same nodes seen from ``Khora.recall`` and the entity reads (
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 
 import pytest
 from llama_index.core import PropertyGraphIndex
@@ -437,3 +438,102 @@ def test_namespaces_do_not_see_each_other(li_kb: KhoraSync, li_namespace, graph_
         assert [n.name for n in nodes] == ["Quuxar"]
     finally:
         li_kb.delete_namespace(other_ns)
+
+
+def test_entity_and_relation_properties_are_kept_merged_and_filtered(
+    li_kb: KhoraSync, li_namespace, embed_model
+):
+    """Issue 42 item 7: the properties LlamaIndex gives entities and relations come back from
+    every read, merge key by key when written again, and are what ``properties=`` filters
+    on; Khora's read-only keys stay Khora's."""
+    graph_store = KhoraPropertyGraphStore(li_kb, namespace=li_namespace)  # no Khora extraction
+    graph_store.upsert_nodes([ChunkNode(text="Ada Lovelace wrote to Charles Babbage.", id_="letters")])
+    graph_store.upsert_nodes(
+        [
+            EntityNode(
+                name="Ada Lovelace",
+                label="PERSON",
+                properties={
+                    "description": "a mathematician",
+                    "born": 1815,
+                    "works": {"notes": ["Note G"], "year": 1843},
+                    "seen": datetime(2024, 1, 2, tzinfo=timezone.utc),
+                    "khora_id": "not-mine",  # read-only: Khora's id wins
+                },
+            ),
+            EntityNode(name="Charles Babbage", label="PERSON"),
+        ]
+    )
+    graph_store.upsert_nodes(
+        [EntityNode(name="Ada Lovelace", label="PERSON", properties={"born": 1816, "city": "London"})]
+    )
+    graph_store.upsert_relations(
+        [
+            Relation(
+                label="WROTE_TO",
+                source_id="Ada Lovelace",
+                target_id="Charles Babbage",
+                properties={TRIPLET_SOURCE_KEY: "letters", "weight": 2.0, "since": 1833, "medium": "letter"},
+            )
+        ]
+    )
+    graph_store.upsert_relations(
+        [
+            Relation(
+                label="WROTE_TO",
+                source_id="Ada Lovelace",
+                target_id="Charles Babbage",
+                properties={"medium": "post"},
+            )
+        ]
+    )
+    ns = li_namespace
+    (ada,) = graph_store.get(ids=["Ada Lovelace"])
+    assert {k: ada.properties[k] for k in ("born", "works", "seen", "city", "description")} == {
+        "born": 1816,
+        "works": {"notes": ["Note G"], "year": 1843},
+        "seen": "2024-01-02T00:00:00+00:00",
+        "city": "London",
+        "description": "a mathematician",
+    }
+    assert ada.properties["khora_id"] == entity_id(ns, "Ada Lovelace")
+    assert li_kb.get_entity(entity_id(ns, "Ada Lovelace"), namespace_id=ns).description == "a mathematician"
+
+    (triplet,) = graph_store.get_triplets(relation_names=["WROTE_TO"])
+    assert triplet[0].properties["born"] == 1816 and triplet[2].properties.get("born") is None
+    assert {k: triplet[1].properties.get(k) for k in ("since", "medium", "weight")} == {
+        "since": 1833,
+        "medium": "post",
+        "weight": 2.0,  # written again without a weight or a source: both kept, as properties are
+    }
+    assert triplet[1].properties[TRIPLET_SOURCE_KEY] == "letters"
+    assert graph_store.get_triplets(properties={"medium": "post"}) == [triplet]
+    assert graph_store.get_triplets(properties={"medium": "letter"}) == []
+    assert graph_store.get_triplets(entity_names=["Charles Babbage"], properties={"city": "London"}) == [
+        triplet
+    ]
+    (mapped,) = graph_store.get_rel_map([EntityNode(name="Charles Babbage")], depth=1)
+    assert mapped[1].properties["since"] == 1833 and mapped[0].properties["city"] == "London"
+
+    assert [n.id for n in graph_store.get(properties={"city": "London"})] == ["Ada Lovelace"]
+    assert graph_store.get(properties={"born": 1815}) == []
+    only_ada = MetadataFilters(filters=[MetadataFilter(key="born", value=1816)])
+    vector = embed_model.get_query_embedding("Charles Babbage")
+    nodes, _ = graph_store.vector_query(
+        VectorStoreQuery(query_embedding=vector, similarity_top_k=2, filters=only_ada)
+    )
+    assert [n.name for n in nodes] == ["Ada Lovelace"]
+
+    with pytest.raises(InvalidInputError, match="'tags' is of type set"):
+        graph_store.upsert_nodes([EntityNode(name="Vega", properties={"tags": {"star"}})])
+    with pytest.raises(InvalidInputError, match="'at' is of type object"):
+        graph_store.upsert_relations(
+            [Relation(label="NEAR", source_id="Ada Lovelace", target_id="Vega", properties={"at": object()})]
+        )
+    assert graph_store.get(ids=["Vega"]) == []  # nothing was written
+
+    graph_store.delete(properties={"city": "London"})
+    assert (
+        graph_store.get(ids=["Ada Lovelace"]) == []
+        and graph_store.get_triplets(relation_names=["WROTE_TO"]) == []
+    )
