@@ -401,6 +401,8 @@ class EntityProjection(_Model):
     score: float | None = None
     document_ids: list[str] = Field(default_factory=list)
     source_documents: list[DocumentProjection] | None = None
+    #: Free-form properties stored with the entity (``Entity.properties``).
+    properties: dict[str, Any] = Field(default_factory=dict)
 
 
 class RelationshipProjection(_Model):
@@ -415,6 +417,8 @@ class RelationshipProjection(_Model):
     description: str | None = None
     weight: float = 1.0
     document_id: str
+    #: Free-form properties stored with the relationship (``Relationship.properties``).
+    properties: dict[str, Any] = Field(default_factory=dict)
 
 
 class RecallResult(_Model):

@@ -121,6 +121,7 @@ async def assemble(
             mention_count=e.mention_count,
             score=entity_scores.get(e.id),
             document_ids=[d for d in entity_docs.get(e.id, []) if d in documents],
+            properties=dict(e.properties),
         )
         for e in ranked
     ]
@@ -135,6 +136,7 @@ async def assemble(
             description=r.description,
             weight=r.weight,
             document_id=r.document_id,
+            properties=dict(r.properties),
         )
         for r in relationships
         if r.document_id in documents

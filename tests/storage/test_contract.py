@@ -866,3 +866,26 @@ async def test_entity_and_relationship_properties_merge_key_by_key(kb: Khora, na
         assert (await stack.graph.get_entities(namespace, ["e-ada"]))[0].properties == merged
     finally:
         await kb.delete_namespace(other.namespace_id)
+
+
+async def test_recall_and_get_entity_return_the_stored_properties(kb: Khora, namespace: str) -> None:
+    """The entities and relationships of a recall result, and ``get_entity``, carry the
+    properties stored with them."""
+    stack, dim = kb._stack, kb.engine.embedder.dimension
+    ada = Entity(id="e-ada", namespace_id=namespace, name="Ada", type="PERSON", properties={"born": 1815})
+    babbage = Entity(id="e-babbage", namespace_id=namespace, name="Babbage", type="PERSON")
+    knows = Relationship(
+        id="r-knows", namespace_id=namespace, source_id="e-ada", target_id="e-babbage", type="KNOWS",
+        document_id="d1", properties={"since": 1833},
+    )  # fmt: skip
+    batch = _doc_batch(
+        namespace, "d1", "Ada wrote to Babbage.", dim, entities=[ada, babbage], mentions=["e-ada", "e-babbage"],
+        relationships=[knows],
+    )  # fmt: skip
+    await stack.write_many(namespace, [batch])
+    result = await kb.recall("Whom did Ada write to?", namespace=namespace, mode="graph")
+    assert [c.id for c in result.chunks] == ["d1-c0"]
+    assert {e.id: e.properties for e in result.entities} == {"e-ada": {"born": 1815}, "e-babbage": {}}
+    assert [(r.id, r.properties) for r in result.relationships] == [("r-knows", {"since": 1833})]
+    got = await kb.get_entity("e-ada", namespace=namespace)
+    assert got is not None and got.properties == {"born": 1815}

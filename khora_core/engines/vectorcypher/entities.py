@@ -67,6 +67,7 @@ class EntityReader:
                     source_documents=[docs_by_id[d] for d in ds if d in docs_by_id]
                     if include_sources
                     else None,
+                    properties=dict(e.properties),
                 )
             )
         return out

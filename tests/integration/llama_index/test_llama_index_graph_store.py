@@ -497,7 +497,9 @@ def test_entity_and_relation_properties_are_kept_merged_and_filtered(
         "description": "a mathematician",
     }
     assert ada.properties["khora_id"] == entity_id(ns, "Ada Lovelace")
-    assert li_kb.get_entity(entity_id(ns, "Ada Lovelace"), namespace_id=ns).description == "a mathematician"
+    ada_read = li_kb.get_entity(entity_id(ns, "Ada Lovelace"), namespace=ns)
+    assert ada_read.description == "a mathematician"
+    assert ada_read.properties["born"] == 1816 and ada_read.properties["city"] == "London"
 
     (triplet,) = graph_store.get_triplets(relation_names=["WROTE_TO"])
     assert triplet[0].properties["born"] == 1816 and triplet[2].properties.get("born") is None
