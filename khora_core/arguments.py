@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
+from khora_core.config import KhoraConfig, VectorCypherConfig
 from khora_core.errors import InvalidInputError
 from khora_core.models import SearchMode
 
@@ -30,6 +31,8 @@ __all__ = [
     "check_text",
     "deprecated_window",
     "namespace_alias",
+    "recall_arguments",
+    "resolved_config",
     "search_mode",
     "short",
 ]
@@ -114,6 +117,56 @@ def check_text(value: str, what: str) -> None:
     check(value, what)
 
 
+def resolved_config(
+    config: KhoraConfig, *, url: str | None, data_dir: str | None, vectorcypher: Any = None
+) -> KhoraConfig:
+    """The config ``Khora`` opens with: ``config`` with the constructor's ``url`` and
+    ``data_dir`` laid over its storage section (an explicit data folder without a URL means
+    the embedded store, whatever ``KHORA_DATABASE_URL`` says) and, from ``engine_kwargs``,
+    a ``vectorcypher_config`` (a ``VectorCypherConfig`` or a mapping of its fields)."""
+    storage: dict[str, Any] = {}
+    if url is not None:
+        storage["database_url"] = url
+    if data_dir is not None:
+        storage["data_dir"] = data_dir
+        if url is None:
+            storage["database_url"] = None
+    if storage:
+        config = config.model_copy(update={"storage": config.storage.model_copy(update=storage)})
+    if vectorcypher is not None:
+        if not isinstance(vectorcypher, VectorCypherConfig):
+            vectorcypher = VectorCypherConfig(**dict(vectorcypher))
+        config = config.model_copy(update={"vectorcypher": vectorcypher})
+    return config
+
+
+def recall_arguments(
+    query: Any,
+    namespace: str,
+    limit: Any,
+    min_similarity: Any,
+    mode: SearchMode | str,
+    filter: Any,
+    start_time: datetime | None,
+    end_time: datetime | None,
+    now: datetime | None,
+) -> tuple[SearchMode, Any, tuple[datetime | None, datetime | None] | None]:
+    """``recall``'s arguments checked: its mode, parsed filter and deprecated time window."""
+    from khora_core.filters import RecallFilter
+
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("recall() needs a non-empty query string")
+    check_text(query, "the recall query")
+    check_namespace_id(namespace)
+    check_count("limit", limit, 1)
+    check_similarity(min_similarity)
+    parsed = RecallFilter.parse(filter) if filter is not None else None
+    window = deprecated_window(start_time, end_time, with_filter=parsed is not None)
+    if now is not None:
+        check_date("now", now)
+    return search_mode(mode), parsed, window
+
+
 def check_metadata(value: Any) -> dict[str, Any]:
     """``value`` as stored metadata (``ingest.inputs.json_metadata``); typed error otherwise."""
     from khora_core.ingest.inputs import json_metadata
@@ -182,7 +235,7 @@ def deprecated_window(
         "recall(start_time=, end_time=) is deprecated: it windows COALESCE(source_timestamp, "
         'created_at). Use filter={"occurred_at": {"$gte": ..., "$lt": ...}} instead.',
         DeprecationWarning,
-        stacklevel=4,  # 1: here, 2: Khora.recall, 3: the namespace-alias wrapper, 4: the caller
+        stacklevel=5,  # 1: here, 2: recall_arguments, 3: Khora.recall, 4: the namespace-alias wrapper, 5: the caller
     )
     for name, value in (("start_time", start_time), ("end_time", end_time)):
         if value is not None:

@@ -18,16 +18,14 @@ from khora_core.arguments import (
     MAX_OFFSET,
     aware,
     check_count,
-    check_date,
     check_metadata,
     check_namespace_id,
-    check_similarity,
     check_text,
-    deprecated_window,
     namespace_alias,
-    search_mode,
+    recall_arguments,
+    resolved_config,
 )
-from khora_core.config import KhoraConfig, VectorCypherConfig
+from khora_core.config import KhoraConfig
 from khora_core.errors import ConfigError, InvalidInputError, KhoraError, NamespaceNotFoundError
 from khora_core.models import (
     EntityProjection,
@@ -136,24 +134,12 @@ class Khora:
         from khora_core.engines import ENGINES
         from khora_core.storage.stack import open_stack
 
-        config = self._config_arg or KhoraConfig()
-        storage_overrides: dict[str, Any] = {}
-        if self._url is not None:
-            storage_overrides["database_url"] = self._url
-        if self._data_dir is not None:
-            storage_overrides["data_dir"] = self._data_dir
-            if self._url is None:
-                # An explicit data folder means the embedded store, whatever KHORA_DATABASE_URL says.
-                storage_overrides["database_url"] = None
-        if storage_overrides:
-            config = config.model_copy(
-                update={"storage": config.storage.model_copy(update=storage_overrides)}
-            )
-        vc = self._engine_kwargs.get("vectorcypher_config")
-        if vc is not None:
-            if not isinstance(vc, VectorCypherConfig):
-                vc = VectorCypherConfig(**dict(vc))
-            config = config.model_copy(update={"vectorcypher": vc})
+        config = resolved_config(
+            self._config_arg or KhoraConfig(),
+            url=self._url,
+            data_dir=self._data_dir,
+            vectorcypher=self._engine_kwargs.get("vectorcypher_config"),
+        )
         self.config = config
         embedder = build_embedder(config.embedding, self._embedder_arg)
         self._stack = await open_stack(config.storage, dim=embedder.dimension)
@@ -337,12 +323,10 @@ class Khora:
     async def repair(self, *, namespace: str) -> RepairReport:
         """Find and finish documents a failed write left half-stored in ``namespace``.
 
-        On PostgreSQL + Neo4j a write lands in two steps. A graph whose rows were rolled
-        back while Neo4j was unreachable is removed; a document stored without its graph
-        (the process died between the steps) is remembered again from its stored fields.
-        A document whose repair fails is left as it was and listed in ``failed``. The
-        embedded store writes in one transaction: nothing to repair. Safe to run at any
-        time; ``khora repair -n NAMESPACE`` runs it from the shell.
+        On PostgreSQL + Neo4j, a graph whose rows were rolled back while Neo4j was down is
+        removed, and a document stored without its graph (the process died between the two
+        writes) is remembered again; one whose repair fails is left as it was, in
+        ``failed``. Nothing to repair on the embedded store. ``khora repair -n NS`` runs it.
         """
         await self.get_namespace(namespace)
         return await self.engine.repair(namespace)
@@ -405,19 +389,9 @@ class Khora:
             RecallFilterValidationError: the filter is malformed (before any search).
             NamespaceNotFoundError: the namespace does not exist.
         """
-        from khora_core.filters import RecallFilter
-
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("recall() needs a non-empty query string")
-        check_text(query, "the recall query")
-        check_namespace_id(namespace)
-        check_count("limit", limit, 1)
-        check_similarity(min_similarity)
-        mode = search_mode(mode)
-        parsed = RecallFilter.parse(filter) if filter is not None else None
-        window = deprecated_window(start_time, end_time, with_filter=parsed is not None)
-        if now is not None:
-            check_date("now", now)
+        mode, parsed, window = recall_arguments(
+            query, namespace, limit, min_similarity, mode, filter, start_time, end_time, now
+        )
         # The namespace check (a round trip) runs while the question is being embedded; a
         # missing namespace cancels the recall and raises.
         recalling = asyncio.ensure_future(

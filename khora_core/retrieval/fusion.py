@@ -51,6 +51,7 @@ __all__ = [
     "graph_quality",
     "keyword_quality",
     "min_max",
+    "nominations",
     "protect_top",
     "query_terms",
     "ranks_from_scores",
@@ -252,6 +253,19 @@ def entity_specificity(mentions: int, chunks: int, *, common_share: float) -> fl
     if share <= common_share:
         return 1.0
     return max(0.0, math.log(1.0 / share) / math.log(1.0 / common_share))
+
+
+def nominations(nominate: int, limit: int, quality: float) -> int:
+    """How many chunks the graph hands fusion beside another channel: ``nominate`` scaled by
+    the strength of its question-specific entity evidence (``quality``), at least one.
+
+    Under RRF any chunk that two channels list outranks the chunks that one lists, so each
+    nomination that the vector channel also found moves it up past the vector channel's own
+    order. A graph anchored only on entities that pick out little (a chat's speaker) or on a
+    weak embedding match nominates one or two chunks; an exact link to a specific entity
+    nominates the full ``nominate``.
+    """
+    return max(1, min(limit, round(nominate * min(1.0, max(0.0, quality)))))
 
 
 def evidence_weights(weights: Mapping[str, float], quality: Mapping[str, float]) -> dict[str, float]:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from khora_core.config import VectorCypherConfig
 from khora_core.models import ChunkHit
 from khora_core.retrieval.channels import ChannelResult
-from khora_core.retrieval.fusion import calibrated_similarity, entity_specificity, graph_quality
+from khora_core.retrieval.fusion import calibrated_similarity, entity_specificity, graph_quality, nominations
 from khora_core.retrieval.linking import LinkedEntity
 from khora_core.retrieval.ppr import walk_passages
 from khora_core.retrieval.router import RoutingDecision, adaptive_depth
@@ -370,19 +370,6 @@ async def _passage_seeds(
                 score = max(out.get(ent.id, (0.0, 0))[0], 0.5 * float(h.score))
                 out[ent.id] = (score, ent.mention_count)
     return out, list(nearest)
-
-
-def nominations(nominate: int, limit: int, quality: float) -> int:
-    """How many chunks the graph hands fusion beside another channel: ``nominate`` scaled by
-    the strength of its question-specific entity evidence (``quality``), at least one.
-
-    Under RRF any chunk that two channels list outranks the chunks that one lists, so each
-    nomination that the vector channel also found moves it up past the vector channel's own
-    order. A graph anchored only on entities that pick out little (a chat's speaker) or on a
-    weak embedding match nominates one or two chunks; an exact link to a specific entity
-    nominates the full ``nominate``.
-    """
-    return max(1, min(limit, round(nominate * min(1.0, max(0.0, quality)))))
 
 
 def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]) -> list[float] | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from khora_core.retrieval.graph_channel import bridged_query, nominations
+from khora_core.retrieval.fusion import nominations
+from khora_core.retrieval.graph_channel import bridged_query
 
 
 def test_bridged_query_is_unit_length_and_halfway_between() -> None:
