@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import re
 import time
 import uuid
 from collections import Counter
@@ -39,6 +40,7 @@ from khora_core.storage.postgres import (
     open_pool,
     tokenize,
 )
+from khora_core.storage.postgres.keywords import STOPWORDS
 from khora_core.storage.postgres.migrate import load_migrations, migrate
 from khora_core.storage.protocols import DocumentStore, KeywordIndex, VectorIndex
 
@@ -542,6 +544,55 @@ def test_tokenize() -> None:
     assert tokenize("of the and") == []
 
 
+def test_tokenize_stems_as_the_embedded_store_does() -> None:
+    assert tokenize("Painting, painted and paints!") == ["paint", "paint", "paint"]
+    assert tokenize("running runs ran") == ["run", "run", "ran"]
+
+
+async def test_terms_stored_before_stemming_are_stemmed_once(fresh_schema: str) -> None:
+    """A database written by an older Khora holds unstemmed terms: opening it moves each
+    term's postings to its Porter stem (merging tf where two words share a stem), keeps
+    every chunk's length, and records that it did, so the next open does nothing."""
+    texts = ["painting the painted fence", "paint paints", "a quiet harbour"]
+    pool = await open_pool(StorageConfig(database_url=fresh_schema), dim=DIM)
+    try:
+        store = PostgresDocumentStore(pool)
+        await store.create_namespace(Namespace(namespace_id="ns", created_at=T0))
+        batch = make_batch("ns", [(t, vec(1)) for t in texts], doc_id="d1")
+        await store.write_rows("ns", batch)
+        stemmed = sorted(tuple(r) for r in await pool.fetch("SELECT term, chunk_id, tf FROM khora_terms"))
+        lengths = await pool.fetch("SELECT id, term_count FROM khora_chunks ORDER BY id")
+    finally:
+        await pool.aclose()
+    # What an older Khora stored: the same tokens, not stemmed.
+    conn = await asyncpg.connect(fresh_schema)
+    try:
+        await conn.execute("DELETE FROM khora_terms")
+        for c in batch.chunks:
+            words = [w for w in re.findall(r"\w+", c.search_text.lower()) if w not in STOPWORDS]
+            await conn.executemany(
+                "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf) VALUES ('ns', $1, $2, $3)",
+                [(term, c.id, tf) for term, tf in Counter(words).items()],
+            )
+        await conn.execute("DELETE FROM khora_settings WHERE key = 'bm25_terms'")
+    finally:
+        await conn.close()
+
+    await migrate(fresh_schema, DIM)
+    pool = await open_pool(StorageConfig(database_url=fresh_schema), dim=DIM)
+    try:
+        assert (
+            sorted(tuple(r) for r in await pool.fetch("SELECT term, chunk_id, tf FROM khora_terms"))
+            == stemmed
+        )
+        assert await pool.fetch("SELECT id, term_count FROM khora_chunks ORDER BY id") == lengths
+        assert await pool.fetchval("SELECT value FROM khora_settings WHERE key = 'bm25_terms'") == "porter"
+        page = await PostgresKeywordIndex(pool).search("ns", "paints", limit=5)
+        assert {h.chunk.content for h in page.hits} == {texts[0], texts[1]}
+    finally:
+        await pool.aclose()
+
+
 def bm25(
     corpus: dict[str, list[str]], query: list[str], k1: float = 1.2, b: float = 0.75
 ) -> dict[str, float]:
@@ -579,10 +630,10 @@ async def test_bm25_matches_hand_computed_scores(pg: Pg) -> None:
         noise, make_batch(noise, [("zebra zebra zebra", vec(1))] * 1 + [("zebra", vec(1))])
     )
     corpus = {c.id: tokenize(c.content) for c in batch.chunks}
-    assert corpus[batch.chunks[0].id] == ["apple", "banana", "apple", "cherry"]
+    assert corpus[batch.chunks[0].id] == ["appl", "banana", "appl", "cherri"]  # Porter stems
 
     page = await pg.keywords.search(ns, "Zebra banana?", limit=10)
-    expected = bm25(corpus, ["zebra", "banana"])
+    expected = bm25(corpus, tokenize("zebra banana"))
     assert page.hits[0].chunk.content == "zebra banana"  # the rare term wins
     assert [h.chunk.id for h in page.hits] == sorted(expected, key=lambda k: (-expected[k], k))
     for hit in page.hits:
@@ -590,7 +641,7 @@ async def test_bm25_matches_hand_computed_scores(pg: Pg) -> None:
     assert [h.rank for h in page.hits] == list(range(1, len(page.hits) + 1))
 
     page = await pg.keywords.search(ns, "cherry", limit=2)
-    expected = bm25(corpus, ["cherry"])
+    expected = bm25(corpus, tokenize("cherry"))
     assert [h.chunk.id for h in page.hits] == sorted(expected, key=lambda k: -expected[k])[:2]
     assert page.hits[0].chunk.content.startswith("cherry cherry cherry")
     assert (await pg.keywords.search(ns, "the of", limit=5)).hits == []

@@ -1,8 +1,9 @@
 """BM25 keyword search over chunks, computed in PostgreSQL, and the shared tokenizer.
 
 Indexing (done by ``PostgresDocumentStore.write_rows``): each chunk's text goes through
-``tokenize``; ``khora_terms`` gets one row per distinct term with its frequency ``tf``
-and ``khora_chunks.term_count`` holds the chunk's length in terms.
+``tokenize`` (words, stopwords removed, Porter stems); ``khora_terms`` gets one row per
+distinct term with its frequency ``tf`` and ``khora_chunks.term_count`` holds the chunk's
+length in terms. Terms stored before stemming are stemmed once by ``migrate``.
 
 Scoring (Okapi BM25, Lucene's non-negative idf), per namespace, over the distinct query
 terms ``t``::
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from khora_core.config import StorageConfig
 from khora_core.errors import InvalidInputError
 from khora_core.models import ChunkHit
+from khora_core.storage.porter import stem
 from khora_core.storage.postgres.pool import PgPool
 from khora_core.storage.postgres.rows import CHUNK_COLUMNS, chunk_from_row
 from khora_core.storage.protocols import SearchPage
@@ -52,12 +54,13 @@ STOPWORDS: frozenset[str] = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Text -> BM25 terms: NFKC-normalised, lowercased unicode words, stopwords removed.
+    """Text -> BM25 terms: NFKC-normalised, lowercased unicode words, stopwords removed,
+    Porter-stemmed (``storage.porter``, the stemmer of the embedded store's FTS5 index).
 
     The one tokenizer for indexing and querying, so both sides always agree.
     """
     words = _WORD_RE.findall(unicodedata.normalize("NFKC", text).lower())
-    return [w for w in words if w not in STOPWORDS and len(w) <= _MAX_TERM_CHARS]
+    return [stem(w) for w in words if w not in STOPWORDS and len(w) <= _MAX_TERM_CHARS]
 
 
 def term_frequencies(text: str) -> Counter[str]:

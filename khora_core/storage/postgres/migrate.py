@@ -6,7 +6,9 @@ processes opening the same database at once apply them once), records each in
 ``khora_schema_version`` and never drops data: every file is additive and idempotent.
 
 The filter compiler's SQL functions (``POSTGRES_SUPPORT_DDL``, all ``CREATE OR REPLACE``)
-enter through migration 2 and are re-applied by later runs whenever that DDL changes.
+enter through migration 2 and are re-applied by later runs whenever that DDL changes. One
+data step runs in the same transaction: BM25 terms stored before they were Porter-stemmed
+move to their stems, once (``bm25_terms`` in ``khora_settings``).
 
 Files are templates: ``{{dim}}`` is the embedding dimension, fixed at the first migration
 and recorded in ``khora_settings``; a later open with another dimension raises
@@ -178,7 +180,48 @@ async def _migrate_conn(
             )
             applied_now.append(mig.version)
         await _refresh_support_ddl(conn, support_ddl)
+        await _stem_terms(conn)
     return applied_now, dim
+
+
+#: ``khora_settings`` key recording that the BM25 terms are Porter stems.
+TERMS_KEY = "bm25_terms"
+_RESTEM = """
+CREATE TEMP TABLE khora_restem ON COMMIT DROP AS
+SELECT t.namespace_id, m.stemmed AS term, t.chunk_id, sum(t.tf)::int AS tf
+FROM khora_terms t JOIN unnest($1::text[], $2::text[]) AS m(term, stemmed) ON t.term = m.term
+GROUP BY 1, 2, 3
+"""
+
+
+async def _stem_terms(conn: asyncpg.Connection) -> None:
+    """Once per database: replace BM25 terms stored before stemming by their Porter stems.
+
+    The stored terms are exactly the unstemmed tokens of each chunk, so each term's
+    postings move to its stem (merging with the postings already there) and every chunk's
+    ``term_count`` stays as it is; no text is read again.
+    """
+    if await conn.fetchval("SELECT value FROM khora_settings WHERE key = $1", TERMS_KEY) == "porter":
+        return
+    from khora_core.storage.porter import stem
+
+    vocabulary = [r["term"] for r in await conn.fetch("SELECT DISTINCT term FROM khora_terms")]
+    changed = [(t, stem(t)) for t in vocabulary if stem(t) != t]
+    if changed:
+        old, new = [t for t, _ in changed], [s for _, s in changed]
+        await conn.execute(_RESTEM, old, new)
+        await conn.execute(
+            "DELETE FROM khora_terms t USING unnest($1::text[]) AS m(term) WHERE t.term = m.term", old
+        )
+        await conn.execute(
+            "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf) "
+            "SELECT namespace_id, term, chunk_id, tf FROM khora_restem "
+            "ON CONFLICT (namespace_id, term, chunk_id) DO UPDATE SET tf = khora_terms.tf + EXCLUDED.tf"
+        )
+    await conn.execute(
+        "INSERT INTO khora_settings (key, value) VALUES ($1, 'porter') ON CONFLICT (key) DO UPDATE SET value = 'porter'",
+        TERMS_KEY,
+    )
 
 
 async def _refresh_support_ddl(conn: asyncpg.Connection, ddl: str) -> None:
