@@ -28,6 +28,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "reference_pgvector: compares with langchain-postgres (a dev-only package that pins pgvector "
         "< 0.4; not installed where the wheel is tested as users install it)",
     )
+    # ``namespace_id=`` is the deprecated alias of ``namespace=`` on Khora / KhoraSync
+    # (khora_core.arguments.namespace_alias): a test that still passes it fails here. The
+    # tests of the alias itself catch the warning with ``pytest.warns``.
+    deprecated_alias = r".*\(namespace_id=\.\.\.\) is deprecated; pass namespace="
+    config.addinivalue_line("filterwarnings", f"error:{deprecated_alias}:DeprecationWarning")
+    # ...except where khora_core.cli itself still passes it (``_ensure_namespace``): shown in
+    # the warnings summary, not an error, until the CLI passes ``namespace=``; then drop this.
+    config.addinivalue_line(
+        "filterwarnings", rf"default:{deprecated_alias}:DeprecationWarning:khora_core\.cli\Z"
+    )
 
 
 # -- recorded LLM traffic (pytest-recording / vcrpy) ----------------------------------------

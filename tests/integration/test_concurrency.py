@@ -64,7 +64,7 @@ async def kb(stack_name: str, request: pytest.FixtureRequest, tmp_path: Any) -> 
 
 
 async def _new_namespace(kb: Khora, name: str) -> str:
-    return (await kb.create_namespace(name, namespace_id=f"{name}-{uuid.uuid4().hex[:12]}")).namespace_id
+    return (await kb.create_namespace(name, namespace=f"{name}-{uuid.uuid4().hex[:12]}")).namespace_id
 
 
 async def _all_documents(kb: Khora, ns: str) -> list[Any]:
@@ -76,7 +76,7 @@ async def _all_documents(kb: Khora, ns: str) -> list[Any]:
 
 async def _mention_counts(kb: Khora, ns: str) -> list[tuple[str, int]]:
     # names are unique per namespace unless a race created one twice: kept as a list
-    entities = await kb.list_entities(namespace_id=ns, limit=1000)
+    entities = await kb.list_entities(namespace=ns, limit=1000)
     return sorted((e.name, e.mention_count) for e in entities)
 
 

@@ -85,7 +85,7 @@ def _passage(i: int) -> str:
 async def test_postgres_restart_between_calls(kb: Khora, postgres_server: Any) -> None:
     if not postgres_server.managed:
         pytest.skip("needs the session's own PostgreSQL to stop (KHORA_DATABASE_URL is external)")
-    ns = (await kb.create_namespace("fault", namespace_id=f"pgre-{uuid.uuid4().hex[:12]}")).namespace_id
+    ns = (await kb.create_namespace("fault", namespace=f"pgre-{uuid.uuid4().hex[:12]}")).namespace_id
     first = await kb.remember(_passage(0), namespace=ns)
     assert (await kb.recall("Who did Maya Chen meet?", namespace=ns)).chunks
     setting = "KHORA_DATABASE_URL"
@@ -117,7 +117,7 @@ async def test_postgres_restart_between_calls(kb: Khora, postgres_server: Any) -
 async def test_neo4j_restart_between_calls(kb: Khora, neo4j_server: Any) -> None:
     if not neo4j_server.managed:
         pytest.skip("needs the session's own Neo4j to stop (KHORA_NEO4J_URL is external)")
-    ns = (await kb.create_namespace("fault", namespace_id=f"neore-{uuid.uuid4().hex[:12]}")).namespace_id
+    ns = (await kb.create_namespace("fault", namespace=f"neore-{uuid.uuid4().hex[:12]}")).namespace_id
     first = await kb.remember(_passage(0), namespace=ns, external_id="report-0")
     entities_before = (await kb.stats(ns)).entities
     assert entities_before > 0
@@ -160,11 +160,11 @@ async def test_a_stranded_graph_is_replaced_when_the_document_is_written_again(k
     """When Neo4j dies after a slice of a batch's graph landed, the rows are compensated but
     the graph cannot be removed. Remembering the batch again doubled every mention count of
     the stranded documents (1 -> 2 for each entity of a one-chunk document)."""
-    ns = (await kb.create_namespace("fault", namespace_id=f"strand-{uuid.uuid4().hex[:12]}")).namespace_id
+    ns = (await kb.create_namespace("fault", namespace=f"strand-{uuid.uuid4().hex[:12]}")).namespace_id
     try:
         items = [_passage(i) for i in range(3)]
         first = await kb.remember_batch(items, namespace=ns)
-        clean = sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace_id=ns, limit=100))
+        clean = sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100))
         clean_stats = await kb.stats(ns)
         # What the compensation leaves when the graph is unreachable: the rows go, the graph stays.
         for r in first:
@@ -173,7 +173,7 @@ async def test_a_stranded_graph_is_replaced_when_the_document_is_written_again(k
         again = await kb.remember_batch(items, namespace=ns)
         assert [r.document_id for r in again] == [r.document_id for r in first]  # type: ignore[union-attr]
         assert (
-            sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace_id=ns, limit=100))
+            sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100))
             == clean
         )
         stats = await kb.stats(ns)

@@ -53,7 +53,7 @@ async def test_neo4j_killed_mid_batch(postgres_dsn: str, neo4j_server: Any) -> N
     )
     items = [{"content": f"Report {i}. Maya Chen met Omar Haddad in Lisbon."} for i in range(ITEMS)]
     async with Khora(config=config, embedder=RecordingEmbedder(384)) as kb:
-        ns = (await kb.create_namespace("fault", namespace_id=f"fault-{uuid.uuid4().hex[:12]}")).namespace_id
+        ns = (await kb.create_namespace("fault", namespace=f"fault-{uuid.uuid4().hex[:12]}")).namespace_id
         docs = kb.engine.stack.documents
         try:
             batch = asyncio.ensure_future(kb.remember_batch(items, namespace=ns))

@@ -35,7 +35,7 @@ async def kb(stack_name: str, request: pytest.FixtureRequest, tmp_path: Any) -> 
 @pytest.fixture
 async def ns(kb: Khora) -> AsyncIterator[str]:
     namespace = (
-        await kb.create_namespace("reliability", namespace_id=f"rel-{uuid.uuid4().hex[:12]}")
+        await kb.create_namespace("reliability", namespace=f"rel-{uuid.uuid4().hex[:12]}")
     ).namespace_id
     yield namespace
     await kb.delete_namespace(namespace)
@@ -57,20 +57,20 @@ async def test_read_limits_are_validated(kb: Khora, ns: str, limit: Any) -> None
     """``search_entities(limit=-1)`` crashed the process (rapidfuzz) or raised RuntimeError."""
     await kb.remember(_passage(0), namespace=ns)
     with pytest.raises(InvalidInputError, match="limit"):
-        await kb.search_entities("Maya Chen", namespace_id=ns, limit=limit)
+        await kb.search_entities("Maya Chen", namespace=ns, limit=limit)
     with pytest.raises(InvalidInputError, match="limit"):
-        await kb.list_entities(namespace_id=ns, limit=limit)
+        await kb.list_entities(namespace=ns, limit=limit)
     with pytest.raises(InvalidInputError, match="limit"):
-        await kb.find_related_entities("any", namespace_id=ns, limit=limit)
+        await kb.find_related_entities("any", namespace=ns, limit=limit)
     with pytest.raises(InvalidInputError, match="limit"):
         await kb.recall("Who is Maya Chen?", namespace=ns, limit=limit)
     with pytest.raises(InvalidInputError, match="offset"):
-        await kb.list_entities(namespace_id=ns, offset=-1)
+        await kb.list_entities(namespace=ns, offset=-1)
     with pytest.raises(InvalidInputError, match="depth"):
-        await kb.find_related_entities("any", namespace_id=ns, depth=0)
+        await kb.find_related_entities("any", namespace=ns, depth=0)
     # The same reads with good arguments answer.
-    assert [e.name for e in await kb.search_entities("Maya Chen", namespace_id=ns, limit=1)]
-    assert len(await kb.list_entities(namespace_id=ns, offset=1, limit=2)) <= 2
+    assert [e.name for e in await kb.search_entities("Maya Chen", namespace=ns, limit=1)]
+    assert len(await kb.list_entities(namespace=ns, offset=1, limit=2)) <= 2
 
 
 # -- 8. hostile strings and metadata ---------------------------------------------------------
@@ -157,17 +157,17 @@ async def test_metadata_at_the_depth_limit_is_stored(kb: Khora, ns: str) -> None
 
 async def test_hostile_namespace_ids_and_queries(kb: Khora, ns: str) -> None:
     with pytest.raises(InvalidInputError):
-        await kb.create_namespace("x", namespace_id=f"ns{LONE}")
+        await kb.create_namespace("x", namespace=f"ns{LONE}")
     with pytest.raises(InvalidInputError):
-        await kb.create_namespace("x", namespace_id="ns\x00")
+        await kb.create_namespace("x", namespace="ns\x00")
     for call in (
         kb.get_namespace(f"ns{LONE}"),
         kb.remember("fine", namespace=f"ns{LONE}"),
         kb.recall("fine", namespace=f"ns{LONE}"),
         kb.stats(f"ns{LONE}"),
-        kb.list_entities(namespace_id=f"ns{LONE}"),
+        kb.list_entities(namespace=f"ns{LONE}"),
         kb.recall(f"question {LONE}", namespace=ns),
-        kb.search_entities(f"name {LONE}", namespace_id=ns),
+        kb.search_entities(f"name {LONE}", namespace=ns),
     ):
         with pytest.raises(InvalidInputError):
             await call
@@ -256,7 +256,7 @@ async def test_dates_near_the_edge_round_trip_and_temporal_recall_works(
 
 
 async def _mention_counts(kb: Khora, ns: str) -> dict[str, int]:
-    return {e.name: e.mention_count for e in await kb.list_entities(namespace_id=ns, limit=1000)}
+    return {e.name: e.mention_count for e in await kb.list_entities(namespace=ns, limit=1000)}
 
 
 async def test_concurrent_batches_of_the_same_content_store_it_once(kb: Khora, ns: str) -> None:
@@ -271,7 +271,7 @@ async def test_concurrent_batches_of_the_same_content_store_it_once(kb: Khora, n
     assert await _documents(kb, ns) == len(items)
     concurrent = await _mention_counts(kb, ns)
 
-    once = (await kb.create_namespace("once", namespace_id=f"rel-{uuid.uuid4().hex[:12]}")).namespace_id
+    once = (await kb.create_namespace("once", namespace=f"rel-{uuid.uuid4().hex[:12]}")).namespace_id
     try:
         await kb.remember_batch(items, namespace=once)
         assert concurrent == await _mention_counts(kb, once)

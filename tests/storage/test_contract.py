@@ -151,18 +151,18 @@ async def test_filters_hold_on_every_channel(kb: Khora, namespace: str, mode: Se
 
 async def test_namespace_isolation_through_every_method(kb: Khora, namespace: str) -> None:
     await _load(kb, namespace)
-    other = (await kb.create_namespace(namespace_id=f"other-{uuid.uuid4().hex[:8]}")).namespace_id
+    other = (await kb.create_namespace(namespace=f"other-{uuid.uuid4().hex[:8]}")).namespace_id
     try:
         for mode in SearchMode:
             res = await kb.recall("Northwind Robotics CTO", namespace=other, mode=mode)
             assert res.chunks == [] and res.documents == []
         assert (await kb.stats(other)).documents == 0
-        assert await kb.list_entities(namespace_id=other) == []
-        assert await kb.search_entities("Northwind Robotics", namespace_id=other) == []
-        mine = await kb.list_entities(namespace_id=namespace)
+        assert await kb.list_entities(namespace=other) == []
+        assert await kb.search_entities("Northwind Robotics", namespace=other) == []
+        mine = await kb.list_entities(namespace=namespace)
         assert mine
-        assert await kb.get_entity(mine[0].id, namespace_id=other) is None
-        assert await kb.find_related_entities(mine[0].id, namespace_id=other) == []
+        assert await kb.get_entity(mine[0].id, namespace=other) is None
+        assert await kb.find_related_entities(mine[0].id, namespace=other) == []
         assert not await kb.forget(namespace=other, external_id="doc-1")
         assert (await kb.stats(namespace)).documents == 3
     finally:
@@ -189,17 +189,17 @@ async def test_forget_leaves_no_orphans(kb: Khora, namespace: str) -> None:
 
 async def test_entity_reads(kb: Khora, namespace: str) -> None:
     await _load(kb, namespace)
-    found = await kb.search_entities("Northwind Robotics", namespace_id=namespace, include_sources=True)
+    found = await kb.search_entities("Northwind Robotics", namespace=namespace, include_sources=True)
     assert found and found[0].name.lower().startswith("northwind")
     assert found[0].source_documents and found[0].source_documents[0].external_id == "doc-1"
-    exact = await kb.search_entities("northwind robotics", namespace_id=namespace, method="exact")
+    exact = await kb.search_entities("northwind robotics", namespace=namespace, method="exact")
     assert exact and exact[0].id == found[0].id
-    fuzzy = await kb.search_entities("Northwnd Robotcs", namespace_id=namespace, method="fuzzy")
+    fuzzy = await kb.search_entities("Northwnd Robotcs", namespace=namespace, method="fuzzy")
     assert any(e.id == found[0].id for e in fuzzy)
-    got = await kb.get_entity(found[0].id, namespace_id=namespace, include_sources=True)
+    got = await kb.get_entity(found[0].id, namespace=namespace, include_sources=True)
     assert got is not None and got.document_ids
-    page1 = await kb.list_entities(namespace_id=namespace, limit=2)
-    page2 = await kb.list_entities(namespace_id=namespace, offset=2, limit=2)
+    page1 = await kb.list_entities(namespace=namespace, limit=2)
+    page2 = await kb.list_entities(namespace=namespace, offset=2, limit=2)
     assert len(page1) == 2 and not {e.id for e in page1} & {e.id for e in page2}
 
 
@@ -240,7 +240,7 @@ async def test_fuzzy_entity_search_reaches_a_rare_entity_without_a_vector(kb: Kh
     ]
     target = Entity(id="target", namespace_id=namespace, name="Zelda Quarterman", type="PERSON")
     await kb.engine.stack.graph.upsert_graph(namespace, entities=[*crowd, target])
-    found = await kb.search_entities("Zelda Quartermann", namespace_id=namespace, method="fuzzy")
+    found = await kb.search_entities("Zelda Quartermann", namespace=namespace, method="fuzzy")
     assert [e.id for e in found][:1] == ["target"]
 
 
@@ -319,7 +319,7 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
         assert many[1][cid] == pytest.approx(alone[cid], abs=1e-6)
     assert await stack.vectors.similarities_many(namespace, [], chunk_ids) == []
 
-    other = await kb.create_namespace("other", namespace_id=f"other-{uuid.uuid4().hex[:8]}")
+    other = await kb.create_namespace("other", namespace=f"other-{uuid.uuid4().hex[:8]}")
     try:
         assert await stack.graph.chunk_mentions(other.namespace_id, ids, per_entity=5) == {}
         assert await stack.graph.relationships_among(other.namespace_id, list(mentioned)) == []
@@ -422,7 +422,7 @@ async def test_chunk_graph_ranks_and_cuts_the_same_way_on_every_stack(kb: Khora,
     nothing_kept = await stack.graph.chunk_graph(namespace, chunks, max_entities=0)
     assert nothing_kept.entities == [] and nothing_kept.relationships == []
     assert nothing_kept.chunk_entities == everything.chunk_entities
-    other = await kb.create_namespace("other", namespace_id=f"other-{uuid.uuid4().hex[:8]}")
+    other = await kb.create_namespace("other", namespace=f"other-{uuid.uuid4().hex[:8]}")
     try:
         assert await stack.graph.chunk_graph(other.namespace_id, chunks) == ChunkGraph()
     finally:
@@ -519,7 +519,7 @@ async def test_remember_batch_lands_what_remember_one_by_one_does(kb: Khora, nam
     ]
     outcomes = await kb.remember_batch(docs, namespace=namespace)
     assert all(not isinstance(o, Exception) for o in outcomes)
-    other = (await kb.create_namespace("one-by-one", namespace_id=f"seq-{uuid.uuid4().hex[:8]}")).namespace_id
+    other = (await kb.create_namespace("one-by-one", namespace=f"seq-{uuid.uuid4().hex[:8]}")).namespace_id
     try:
         for d in docs:
             await kb.remember(namespace=other, **d)
@@ -551,7 +551,7 @@ async def test_repeated_entity_vectors_land_once_a_second_chunk_mentions_the_ent
     ingest = khora_config.ingest.model_copy(update={"entity_vectors": "repeated"})
     async with Khora(config=khora_config.model_copy(update={"ingest": ingest}), embedder=embedder) as k:
         namespace = (
-            await k.create_namespace("repeated", namespace_id=f"test-{uuid.uuid4().hex[:12]}")
+            await k.create_namespace("repeated", namespace=f"test-{uuid.uuid4().hex[:12]}")
         ).namespace_id
         graph = k.engine.stack.graph
 
@@ -691,7 +691,7 @@ async def test_document_ids_come_from_namespace_and_content(kb: Khora, namespace
         first.chunk_ids,
         False,
     )
-    other = (await kb.create_namespace(namespace_id=f"other-{uuid.uuid4().hex[:8]}")).namespace_id
+    other = (await kb.create_namespace(namespace=f"other-{uuid.uuid4().hex[:8]}")).namespace_id
     try:
         elsewhere = await kb.remember(text, namespace=other)
         assert elsewhere.document_id != first.document_id
@@ -747,7 +747,7 @@ async def test_a_title_is_searched_with_its_chunks(
     cfg = config_for(stack_name, request, tmp_path / "data")
     cfg = cfg.model_copy(update={"ingest": cfg.ingest.model_copy(update={"chunk_context": chunk_context})})
     async with Khora(config=cfg, embedder=embedder) as kb:
-        ns = (await kb.create_namespace("titles", namespace_id=f"t-{uuid.uuid4().hex[:10]}")).namespace_id
+        ns = (await kb.create_namespace("titles", namespace=f"t-{uuid.uuid4().hex[:10]}")).namespace_id
         try:
             await kb.remember("It ships in May with two new sensors.", namespace=ns, title="Quokkabot")
             await kb.remember("The cafeteria opens at eight.", namespace=ns, title="Canteen")

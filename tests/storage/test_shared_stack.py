@@ -60,7 +60,7 @@ async def test_two_khoras_on_one_folder_share_the_store(tmp_path: Path) -> None:
     b = await Khora(config=_config(folder), embedder=RecordingEmbedder()).open()
     try:
         assert _under(tmp_path) == {str(folder.resolve()): 2}
-        ns = (await a.create_namespace("shared", namespace_id="shared-ns")).namespace_id
+        ns = (await a.create_namespace("shared", namespace="shared-ns")).namespace_id
         await a.remember("Ada Lovelace wrote the first algorithm.", namespace=ns, external_id="ada")
         # b sees a's write at once: one store, one set of caches
         assert [n.namespace_id for n in await b.list_namespaces()] == [ns]
@@ -87,7 +87,7 @@ async def test_sync_and_async_khoras_share_a_folder_across_event_loops(tmp_path:
     sync_kb = KhoraSync(config=_config(folder), embedder=RecordingEmbedder()).open()
     try:
         async with Khora(config=_config(folder), embedder=RecordingEmbedder()) as kb:
-            ns = (await kb.create_namespace(namespace_id="loops")).namespace_id
+            ns = (await kb.create_namespace(namespace="loops")).namespace_id
             # writes from the bridge's loop and from this loop at the same time
             await asyncio.gather(
                 asyncio.to_thread(sync_kb.remember, "Marie Curie discovered polonium.", namespace=ns),
@@ -105,7 +105,7 @@ async def test_reopening_after_the_last_close_opens_a_fresh_store(tmp_path: Path
     folder = tmp_path / "data"
     for round_ in range(3):
         async with Khora(config=_config(folder), embedder=RecordingEmbedder()) as kb:
-            await kb.create_namespace(namespace_id=f"round-{round_}")
+            await kb.create_namespace(namespace=f"round-{round_}")
             assert len(await kb.list_namespaces()) == round_ + 1
     assert _under(tmp_path) == {}
 

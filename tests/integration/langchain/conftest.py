@@ -64,7 +64,7 @@ def lc_kb(
 def lc_corpus(lc_kb: KhoraSync) -> Iterator[tuple[KhoraSync, str]]:
     """``(kb, namespace)`` holding ``CORPUS``."""
     ns = lc_kb.create_namespace(
-        "langchain-corpus", namespace_id=f"lc-corpus-{uuid.uuid4().hex[:10]}"
+        "langchain-corpus", namespace=f"lc-corpus-{uuid.uuid4().hex[:10]}"
     ).namespace_id
     for text, key in CORPUS:
         lc_kb.remember(

@@ -24,7 +24,7 @@ def _open_in_a_finished_loop(config: KhoraConfig, embedder: Any, ns: str) -> Kho
 
     async def setup() -> None:
         await kb.open()
-        await kb.create_namespace("loops", namespace_id=ns)
+        await kb.create_namespace("loops", namespace=ns)
         await kb.remember(TEXT, namespace=ns, external_id="ada", metadata={"who": "ada"})
 
     asyncio.run(setup())  # the loop that opened kb is closed now
@@ -56,7 +56,7 @@ def test_sync_calls_inside_the_loop_that_opened_the_khora(khora_config: KhoraCon
 
     async def main() -> tuple[list[Document], list[Document]]:
         async with Khora(config=khora_config, embedder=embedder) as kb:
-            await kb.create_namespace("loops", namespace_id=ns)
+            await kb.create_namespace("loops", namespace=ns)
             store = KhoraVectorStore(kb, namespace=ns)
             store.add_texts([TEXT], [{"who": "ada"}], ids=["ada"])  # sync, inside this loop
             got_sync = store.get_by_ids(["ada"])

@@ -289,7 +289,7 @@ def test_a_store_and_a_retriever_that_open_their_own_khora(tmp_path):
         store.close()
     config = KhoraConfig(storage={"data_dir": str(tmp_path / "own2"), "database_url": None})
     with KhoraSync(config=config) as kb:
-        ns = kb.create_namespace(namespace_id="r").namespace_id
+        ns = kb.create_namespace(namespace="r").namespace_id
         kb.remember("Marie Curie discovered polonium and radium.", namespace=ns)
     retriever = KhoraRetriever(config=config, namespace="r", k=1)
     try:

@@ -91,9 +91,7 @@ def li_namespace(li_kb: KhoraSync) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def corpus(li_kb: KhoraSync) -> Iterator[str]:
     """A namespace holding ``DOCUMENTS``, remembered by Khora (``external_id`` ``doc-<i>``)."""
-    ns = li_kb.create_namespace(
-        "llama-corpus", namespace_id=f"li-corpus-{uuid.uuid4().hex[:10]}"
-    ).namespace_id
+    ns = li_kb.create_namespace("llama-corpus", namespace=f"li-corpus-{uuid.uuid4().hex[:10]}").namespace_id
     for i, (text, meta) in enumerate(DOCUMENTS):
         li_kb.remember(text, namespace=ns, external_id=f"doc-{i}", title=f"doc {i}", metadata=meta)
     try:

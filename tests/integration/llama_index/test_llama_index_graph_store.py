@@ -88,7 +88,7 @@ async def test_the_async_retrieval_path_finds_the_same(
 
 
 def test_khora_memories_are_visible_to_llama_index(li_kb: KhoraSync, li_namespace, graph_store, embed_model):
-    li_kb.create_namespace(namespace_id=li_namespace)
+    li_kb.create_namespace(namespace=li_namespace)
     text = "Grace Hopper worked with Howard Aiken at Harvard University in Cambridge."
     li_kb.remember(text, namespace=li_namespace, external_id="hopper", metadata={"field": "compilers"})
 
@@ -142,11 +142,11 @@ def test_entities_and_relations_written_through_llama_index_are_seen_by_khora(
         ]
     )
     ns = li_namespace
-    planet = li_kb.get_entity(entity_id(ns, "Zorblax Prime"), namespace_id=ns)
+    planet = li_kb.get_entity(entity_id(ns, "Zorblax Prime"), namespace=ns)
     assert planet is not None and planet.type == "PLANET" and planet.description == "a cold planet"
-    related = {e.name for e in li_kb.find_related_entities(planet.id, namespace_id=ns, depth=2)}
+    related = {e.name for e in li_kb.find_related_entities(planet.id, namespace=ns, depth=2)}
     assert {"Quuxar", "Vega"} <= related
-    assert li_kb.get_entity(entity_id(ns, "chunk-2"), namespace_id=ns) is None
+    assert li_kb.get_entity(entity_id(ns, "chunk-2"), namespace=ns) is None
 
     recalled = li_kb.recall("What does Zorblax Prime orbit?", namespace=ns)
     assert recalled.chunks[0].content == text
@@ -223,9 +223,9 @@ def test_delete_entities_documents_and_llama_nodes(
     with pytest.raises(InvalidInputError, match="chunk id"):
         graph_store.delete(ids=[curie.id])
 
-    assert li_kb.get_entity(entity_id(ns, "Pierre Curie"), namespace_id=ns) is not None
+    assert li_kb.get_entity(entity_id(ns, "Pierre Curie"), namespace=ns) is not None
     graph_store.delete(entity_names=["Pierre Curie"])
-    assert li_kb.get_entity(entity_id(ns, "Pierre Curie"), namespace_id=ns) is None
+    assert li_kb.get_entity(entity_id(ns, "Pierre Curie"), namespace=ns) is None
 
     node_id = next(
         d for d in li_kb.recall(RADIUM, namespace=ns).documents if d.id == curie.document_id

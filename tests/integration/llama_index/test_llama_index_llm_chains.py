@@ -107,7 +107,7 @@ def test_llm_extracted_triplets_land_in_khora(
         head = graph_store.get(ids=[source])
         assert head and isinstance(head[0], EntityNode), source
         assert (head[0].name, label, graph_store.get(ids=[target])[0].name) in stored
-        related = li_kb.find_related_entities(entity_id(ns, head[0].name), namespace_id=ns)
+        related = li_kb.find_related_entities(entity_id(ns, head[0].name), namespace=ns)
         assert graph_store.get(ids=[target])[0].name in {e.name for e in related}
 
 
