@@ -331,7 +331,7 @@ async def run_stack(name: str, cfg: Any, gen_inputs: dict[str, Any], args: argpa
     qs = list(qvecs)
     rows: list[dict] = []
     async with Khora(config=cfg, embedder=PrecomputedEmbedder(qvecs)) as kb:
-        ns = (await kb.create_namespace("scale", namespace_id=f"scale-{uuid.uuid4().hex[:8]}")).namespace_id
+        ns = (await kb.create_namespace("scale", namespace=f"scale-{uuid.uuid4().hex[:8]}")).namespace_id
         gen = Generator(gen_inputs["texts"], gen_inputs["base"], gen_inputs["profile"], ns)
         stack = kb.engine.stack
         done = 0

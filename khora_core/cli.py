@@ -174,7 +174,7 @@ def _open(args: argparse.Namespace) -> Any:
 
 
 async def _ensure_namespace(kb: Any, namespace: str) -> None:
-    await kb.create_namespace(namespace, namespace_id=namespace)
+    await kb.create_namespace(namespace, namespace=namespace)
 
 
 async def _remember(args: argparse.Namespace) -> int:

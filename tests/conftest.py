@@ -33,11 +33,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # tests of the alias itself catch the warning with ``pytest.warns``.
     deprecated_alias = r".*\(namespace_id=\.\.\.\) is deprecated; pass namespace="
     config.addinivalue_line("filterwarnings", f"error:{deprecated_alias}:DeprecationWarning")
-    # ...except where khora_core.cli itself still passes it (``_ensure_namespace``): shown in
-    # the warnings summary, not an error, until the CLI passes ``namespace=``; then drop this.
-    config.addinivalue_line(
-        "filterwarnings", rf"default:{deprecated_alias}:DeprecationWarning:khora_core\.cli\Z"
-    )
 
 
 # -- recorded LLM traffic (pytest-recording / vcrpy) ----------------------------------------
