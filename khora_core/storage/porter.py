@@ -15,8 +15,8 @@ __all__ = ["stem"]
 
 _ASCII_WORD = re.compile(r"[a-z]+")
 
-# Step 2 and step 3 suffixes, longest first within each step (only the longest match counts).
-_STEP2 = (
+# Step 2, 3 and 4 suffixes; each step tries them longest first (only the longest match counts).
+_STEP2: tuple[tuple[str, str], ...] = (
     ("ational", "ate"),
     ("tional", "tion"),
     ("enci", "ence"),
@@ -39,7 +39,7 @@ _STEP2 = (
     ("biliti", "ble"),
     ("logi", "log"),
 )
-_STEP3 = (
+_STEP3: tuple[tuple[str, str], ...] = (
     ("icate", "ic"),
     ("ative", ""),
     ("alize", "al"),
@@ -48,10 +48,13 @@ _STEP3 = (
     ("ful", ""),
     ("ness", ""),
 )
-_STEP4 = (
+_STEP4: tuple[str, ...] = (
     "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
     "ism", "ate", "iti", "ous", "ive", "ize",
 )  # fmt: skip
+_STEP2 = tuple(sorted(_STEP2, key=lambda r: -len(r[0])))
+_STEP3 = tuple(sorted(_STEP3, key=lambda r: -len(r[0])))
+_STEP4 = tuple(sorted(_STEP4, key=len, reverse=True))
 
 
 def _consonant(word: str, i: int) -> bool:
@@ -121,7 +124,7 @@ def _step1(w: str) -> str:
 
 
 def _replace(w: str, rules: tuple[tuple[str, str], ...], min_measure: int) -> str:
-    for suffix, repl in sorted(rules, key=lambda r: -len(r[0])):
+    for suffix, repl in rules:
         if w.endswith(suffix):
             stem = w[: -len(suffix)]
             return stem + repl if _measure(stem) > min_measure else w
@@ -129,7 +132,7 @@ def _replace(w: str, rules: tuple[tuple[str, str], ...], min_measure: int) -> st
 
 
 def _step4(w: str) -> str:
-    for suffix in sorted(_STEP4, key=len, reverse=True):
+    for suffix in _STEP4:
         if w.endswith(suffix):
             stem = w[: -len(suffix)]
             if suffix == "ion" and not stem.endswith(("s", "t")):

@@ -78,6 +78,19 @@ async def _state(kb: Khora, ns: str) -> tuple[int, int]:
     return stats.documents, stats.chunks
 
 
+async def _assert_as_clean(kb: Khora, ns: str, clean: list[tuple[str, int]], clean_stats: Any) -> None:
+    """The namespace holds what a clean write left: the same entities with the same mention
+    counts, and the same document, chunk, entity and relationship counts."""
+    assert sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100)) == clean
+    stats = await kb.stats(ns)
+    assert (stats.documents, stats.chunks, stats.entities, stats.relationships) == (
+        clean_stats.documents,
+        clean_stats.chunks,
+        clean_stats.entities,
+        clean_stats.relationships,
+    )
+
+
 def _passage(i: int) -> str:
     return f"Report {i}. Maya Chen met Omar Haddad at Northwind Robotics in Lisbon."
 
@@ -172,17 +185,7 @@ async def test_a_stranded_graph_is_replaced_when_the_document_is_written_again(k
             await kb.engine.stack.documents.delete_document_rows(ns, r.document_id)
         again = await kb.remember_batch(items, namespace=ns)
         assert [r.document_id for r in again] == [r.document_id for r in first]  # type: ignore[union-attr]
-        assert (
-            sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100))
-            == clean
-        )
-        stats = await kb.stats(ns)
-        assert (stats.documents, stats.chunks, stats.entities, stats.relationships) == (
-            clean_stats.documents,
-            clean_stats.chunks,
-            clean_stats.entities,
-            clean_stats.relationships,
-        )
+        await _assert_as_clean(kb, ns, clean, clean_stats)
     finally:
         await kb.delete_namespace(ns)
 
@@ -230,17 +233,7 @@ async def test_repair_removes_stranded_graphs_and_rebuilds_missing_ones(kb: Khor
         # Document 1 is gone for good (its write had failed); the others are whole again.
         again = await kb.remember_batch(items[:1], namespace=ns)
         assert isinstance(again[0], RememberResult) and not again[0].duplicate
-        assert (
-            sorted((e.name, e.mention_count) for e in await kb.list_entities(namespace=ns, limit=100))
-            == clean
-        )
-        stats = await kb.stats(ns)
-        assert (stats.documents, stats.chunks, stats.entities, stats.relationships) == (
-            clean_stats.documents,
-            clean_stats.chunks,
-            clean_stats.entities,
-            clean_stats.relationships,
-        )
+        await _assert_as_clean(kb, ns, clean, clean_stats)
         docs = {d.id: d for d in await stack.documents.get_documents(ns, ids)}
         assert set(docs) == set(ids)  # same ids: rebuilt documents keep theirs
         assert docs[ids[1]].metadata == {"team": "ops"} and docs[ids[1]].external_id == "notes/2"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from khora_core.config import KhoraConfig
 from khora_core.embedding.base import Embedder
 from khora_core.engines.vectorcypher.entities import EntityReader
-from khora_core.models import RecallResult, RememberResult, SearchMode
+from khora_core.models import RecallResult, RememberResult, RepairReport, SearchMode
 from khora_core.storage.protocols import StorageStack
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class VectorCypherEngine:
         self.last_settle = dict(await settle()) if settle is not None else {}
         return self.last_settle
 
-    async def repair(self, namespace_id: str) -> Any:
+    async def repair(self, namespace_id: str) -> RepairReport:
         """Remove stranded graphs and rebuild missing ones (``repair.repair_namespace``)."""
         from khora_core.engines.vectorcypher.repair import repair_namespace
 
