@@ -7,9 +7,9 @@ no LLM is configured. What it finds:
   "Johnson & Johnson"), leading function words ("The", "In"), greetings and interjections
   ("Hey", "Wow") and titles ("Dr.") stripped; a lone capitalised word at the start of a
   sentence, or of a clause after a colon (a chat turn's "Speaker: Wow, ..."), only counts
-  with supporting evidence. On LoCoMo's 2,760 "Speaker: text" turns this took the distinct
-  entity names from 412 (4,416 mentions: "Wow" 308, "Yeah" 223, "Hey John" 55 ...) to 209
-  (3,045), the speakers' own names unchanged or gaining the "Hey John" mentions;
+  with supporting evidence: a capitalised use elsewhere, a known first name or place, a
+  person verb, a possessive, a capital inside the word ("McRae"), or being the subject of
+  the text's opening definition ("Tinnelva is a river ...");
 * acronyms ("NASA", "IBM"); quarters and fiscal years ("Q1", "FY2024") are dates;
 * dates (see :mod:`khora_core.ingest.dates`) as ``DATE`` entities, with the ISO form as
   description; bare month and weekday names are dates too ("May" only after in/on/by...).
@@ -57,6 +57,11 @@ _CONNECTORS = frozenset("of for and & de da del della van von der den du di la l
 _AFTER_COLON = re.compile(r":[\s\"'“‘(]*$")
 _LOCATION_PREPOSITIONS = frozenset("in near from across throughout to via outside inside around".split())
 _ORG_OBJECT_VERBS = frozenset("founded acquired joined co-founded cofounded leads led runs ran".split())
+#: A lower-case letter followed by a capital inside one word: "McRae", "eBay", "YouTube".
+_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
+#: What follows the subject of a definition: optional parentheses, a copula and an article or
+#: number ("is a", "( died 875) was a", "(Italian: ...) is the", "is a 2008 film").
+_DEFINES = re.compile(r"(?:\s*\([^()]*\))*\s*(?:is|was|are|were)\s+(?:a|an|the|one|\d)\b")
 _BARE_MAY_CONTEXT = frozenset("in on by since until till during of early late mid last next this".split())
 _BARE_PREPOSITIONS = frozenset("in at on of from about near with for by into over under".split())
 _ASYNC_THRESHOLD_CHARS = 20_000
@@ -114,8 +119,10 @@ def _context_cues(text: str, start: int, end: int, sent_start: int) -> set[str]:
 def _lone_word_is_name(text: str, tok: _Tok, sent_start: int, mid_caps: set[str], cues: set[str]) -> bool:
     """Whether one capitalised word is a name: not too short, not an ignored or long
     acronym, and, at the start of a clause (where any word is capitalised), supported by a
-    capitalised use elsewhere, a known first name or place, a person verb or a possessive."""
-    if len(tok.text) < 2 or tok.low in lx.IGNORED_ACRONYMS or (tok.allcaps and len(tok.text) > 6):
+    capitalised use elsewhere, a known first name or place, a person verb, a possessive, a
+    capital inside the word ("McRae", "eBay"), or by being the subject of the text's opening
+    definition ("Tinnelva is a river ...", "Teutberga (died 875) was a queen ...")."""
+    if len(tok.text) < 2 or tok.low in lx.IGNORED_ACRONYMS or (tok.allcaps and not _acronym(tok.text)):
         return False
     if not _opens_clause(text, sent_start, tok.start) or tok.allcaps:
         return True
@@ -125,7 +132,24 @@ def _lone_word_is_name(text: str, tok: _Tok, sent_start: int, mid_caps: set[str]
         or tok.low in lx.GAZETTEER
         or "person_verb" in cues
         or text[tok.end : tok.end + 2] in ("'s", "’s")
+        or _INNER_CAPITAL.search(tok.text) is not None
+        or _defines(text, tok)
     )
+
+
+def _defines(text: str, tok: _Tok) -> bool:
+    """Whether ``tok`` opens the text as the subject of a definition ("Tinnelva is a river
+    ..."), and the text never uses the word in lower case (as "Life is a journey; life ..."
+    would)."""
+    if re.search(r"\w", text[: tok.start]) or _DEFINES.match(text, tok.end) is None:
+        return False
+    return re.search(rf"\b{re.escape(tok.low)}\b", text[tok.end :]) is None
+
+
+def _acronym(word: str) -> bool:
+    """An all-caps word that reads as an acronym rather than a shouted word: at most six
+    letters, or hyphenated parts of at most six ("KAGH-FM", "COVID-19")."""
+    return all(len(part) <= 6 for part in word.split("-"))
 
 
 def _opens_clause(text: str, sent_start: int, pos: int) -> bool:

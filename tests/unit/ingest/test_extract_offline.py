@@ -152,6 +152,21 @@ def test_chat_turns_yield_names_not_greetings_or_interjections() -> None:
     assert _entities(_run("Welcome Elena Marsh to the team.")) == {"Elena Marsh": "PERSON"}
 
 
+def test_lone_names_at_a_sentence_start_with_their_own_evidence() -> None:
+    # the subject of the text's opening definition, parentheses allowed before the copula
+    assert "Tinnelva" in _entities(_run("Tinnelva is a river in Notodden, Norway."))
+    assert "Teutberga" in _entities(_run("Teutberga( died 11 November 875) was a queen of Lotharingia."))
+    assert "Empties" in _entities(_run("Empties is a 2007 film directed by Jan Sverak."))
+    # ... but not a later sentence, a word the text also uses in lower case, or a pronoun
+    assert "Kapolei" not in _entities(_run("It grew fast. Kapolei is a planned community."))
+    assert "Life" not in _entities(_run("Life is a journey, and life goes on."))
+    assert _entities(_run("It is a river.")) == {}
+    # a capital inside the word, and hyphenated acronyms (call signs), anywhere
+    assert "McRae" in _entities(_run("McRae is small. The population was 682."))
+    assert "KAGH-FM" in _entities(_run("KAGH-FM (104.9 FM) serves Crossett."))
+    assert "AMAZING" not in _entities(_run("AMAZING news from the team today."))
+
+
 def test_a_capital_after_a_colon_needs_support_like_a_sentence_start() -> None:
     # a lone capitalised word opening the clause is dropped unless something says it is a name
     assert "Sounds" not in _entities(_run("Update: Sounds good to everyone."))
