@@ -29,7 +29,9 @@ def subject(title: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--show", type=int, default=0, help="print this many missed passages per corpus")
     args = parser.parse_args()
     extractor = OfflineExtractor()

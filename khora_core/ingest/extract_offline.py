@@ -57,6 +57,7 @@ _CONNECTORS = frozenset("of for and & de da del della van von der den du di la l
 _AFTER_COLON = re.compile(r":[\s\"'“‘(]*$")
 _LOCATION_PREPOSITIONS = frozenset("in near from across throughout to via outside inside around".split())
 _ORG_OBJECT_VERBS = frozenset("founded acquired joined co-founded cofounded leads led runs ran".split())
+_I_PRONOUN = re.compile(r"I(?:['’](?:m|ve|ll|d))?")
 #: A lower-case letter followed by a capital inside one word: "McRae", "eBay", "YouTube".
 _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 #: What follows the subject of a definition: optional parentheses, a copula and an article or
@@ -167,8 +168,8 @@ class _Tok:
     def __init__(self, start: int, end: int, text: str) -> None:
         self.start, self.end, self.text = start, end, text
         self.low = text.lower()
-        # The pronoun "I" never starts or continues a name; "eBay" and "iPhone" do.
-        self.cap = text != "I" and (
+        # The pronoun "I" ("I've", "I'm") never starts or continues a name; "eBay" and "iPhone" do.
+        self.cap = _I_PRONOUN.fullmatch(text) is None and (
             text[0].isupper() or (text[0].islower() and any(c.isupper() for c in text[1:]))
         )
 

@@ -150,6 +150,11 @@ def test_chat_turns_yield_names_not_greetings_or_interjections() -> None:
     assert _entities(_run("Jon: Wow, love that painting!")) == {}
     assert "I've" not in _entities(_run("Nate: I've got a new puppy, Max."))
     assert _entities(_run("Welcome Elena Marsh to the team.")) == {"Elena Marsh": "PERSON"}
+    # "I'm"/"I've" are the pronoun; openers such as "Absolutely" or "Is" are not part of a name
+    assert _entities(_run("Maybe I'll visit Rome with Anna.")) == {"Rome": "LOCATION", "Anna": "PERSON"}
+    assert _entities(_run("Nate: Lately I've been painting.")) == {}
+    assert "Mel" in _entities(_run("Jon: Absolutely Mel, see you there!"))
+    assert "Harry Potter" in _entities(_run("Tim: Is Harry Potter your favourite?"))
 
 
 def test_lone_names_at_a_sentence_start_with_their_own_evidence() -> None:
