@@ -47,7 +47,7 @@ LEADING_STOPWORDS = _words(
     our overall please let let's we'll i'm i've i'll i'd it's there's here's btw
     hey hiya howdy wow whoa oh ooh ah aw aww yeah yep yup nah nope sure congrats
     congratulations haha hahaha lol omg hmm um uh well sorry welcome bye goodbye cheers gosh
-    yay hooray alright woah whoa woohoo yo
+    yay hooray alright woah woohoo yo
     is are was were have has had can could would should
     maybe perhaps probably definitely absolutely totally really actually honestly anyway anyways"""
 )
