@@ -119,11 +119,19 @@ WITH e.id AS id, collect(DISTINCT c.document_id) AS documents
 RETURN collect({id: id, documents: documents}) AS rows
 """
 
+# Each entity's ``$per`` most-mentioning chunks (count, then chunk id, as the embedded store
+# orders them), kept per entity while its mentions are expanded; the chunk's namespace is
+# checked on those alone (mentions never cross namespaces).
 CHUNK_MENTIONS = """
 UNWIND $ids AS eid
-MATCH (e:Entity {namespace_id: $ns, id: eid})-[m:MENTIONED_IN]->(c:Chunk {namespace_id: $ns})
-WITH eid, c.id AS cid, m.count AS n ORDER BY n DESC, cid
-WITH eid, collect([cid, n])[..$per] AS top
+CALL {
+  WITH eid
+  MATCH (e:Entity {namespace_id: $ns, id: eid})-[m:MENTIONED_IN]->(c:Chunk)
+  WITH c, m.count AS n ORDER BY n DESC, c.id LIMIT $per
+  WITH c, n WHERE c.namespace_id = $ns
+  RETURN collect([c.id, n]) AS top
+}
+WITH eid, top WHERE size(top) > 0
 RETURN collect({eid: eid, top: top}) AS rows
 """
 
