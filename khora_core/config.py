@@ -292,7 +292,9 @@ class VectorCypherConfig(BaseModel):
     #: before each evidence group keeps its most relevant ones (unfiltered recalls).
     graph_reach_scan: int = Field(default=200, ge=1)
     #: An entry entity mentioned in more than this share of the namespace's chunks counts
-    #: as common and its evidence is discounted (``fusion.entity_specificity``); 1.0: off.
+    #: as common and its evidence is discounted (``fusion.entity_specificity``); the graph
+    #: walk does not pass through a common entity with more mentions than
+    #: ``graph_reach_scan`` (``graph_channel.walk_through_limit``); 1.0: off.
     graph_common_entity_share: float = Field(default=0.05, gt=0.0, le=1.0)
     #: In fusion, the graph channel's evidence quality is capped at this for a question routed
     #: COMPLEX only because it names two or more things, with no multi-hop, comparison or

@@ -8,7 +8,12 @@ the namespace's chunks, such as a chat's speaker, picks out little and is discou
 scale (the chunk count is read while the walk runs and cached briefly:
 ``retrieval.chunk_counts``).
 
-**Evidence.** After the adaptive-depth walk, a chunk's graph evidence is the sum of the
+**Walk.** The adaptive-depth walk from the entry entities does not pass through an entity
+that is common (as above) and has more mentions than the channel reads per entity
+(``walk_through_limit``): such an entity links everything to everything, and expanding it
+costs its whole degree, which grows with the store.
+
+**Evidence.** After the walk, a chunk's graph evidence is the sum of the
 scores of the entry entities it mentions, plus ``0.5 ** d`` times the channel's quality for
 each ring of entities ``d`` hops out that it mentions, plus the passage seeds (the entities
 of the passages nearest the question, HippoRAG-style). Mention counts only break ties, so a
@@ -57,7 +62,7 @@ from khora_core.storage.protocols import EntityHit, StorageStack
 if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
 
-__all__ = ["PASSAGE_SEEDS", "bridged_query", "graph_channel"]
+__all__ = ["PASSAGE_SEEDS", "bridged_query", "graph_channel", "walk_through_limit"]
 
 #: Passages nearest the question whose entities also seed the graph walk.
 PASSAGE_SEEDS = 5
@@ -139,8 +144,9 @@ async def graph_channel(
             chunk_count=chunk_count,
             started=started,
         )
-    # The walk from the entry entities, the namespace's chunk count (for the seeds'
-    # specificity) and the passage seeds (below) run together.
+    # The walk from the entry entities and the passage seeds (below) run together, once the
+    # namespace's chunk count (cached; for the seeds' specificity and the walk's
+    # ``max_mentions``) is known.
     depth = adaptive_depth(decision.depth, len(seeds), config, max_depth=decision.max_depth) if seeds else 0
     walk: asyncio.Task[Any] | None = None
     counting: asyncio.Task[int] | None = None
@@ -149,6 +155,7 @@ async def graph_channel(
             chunk_count() if chunk_count is not None else stack.documents.count_chunks(namespace_id)
         )
     if depth > 0:
+        through = walk_through_limit(await counting, config) if counting is not None else None
         walk = asyncio.ensure_future(
             graph.neighbourhood(
                 namespace_id,
@@ -156,6 +163,7 @@ async def graph_channel(
                 depth=depth,
                 max_fanout=config.graph_max_fanout,
                 max_entities=config.retriever_max_entities,
+                max_mentions=through,
             )
         )
     try:
@@ -265,6 +273,14 @@ async def graph_channel(
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         info=info,
     )
+
+
+def walk_through_limit(chunks: int, config: VectorCypherConfig) -> int:
+    """The most mentions an entity may have for the walk to pass through it: a common entity
+    (more than ``graph_common_entity_share`` of the namespace's chunks) that also has more
+    mentions than the channel reads per entity (``graph_reach_scan``) links too much to be a
+    bridge, and expanding it would cost its whole degree."""
+    return max(int(config.graph_common_entity_share * chunks), config.graph_reach_scan)
 
 
 async def _walk_channel(

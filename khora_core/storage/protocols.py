@@ -224,10 +224,14 @@ class GraphStore(Protocol):
         max_fanout: int = 50,
         relationship_types: Sequence[str] | None = None,
         max_entities: int | None = None,
+        max_mentions: int | None = None,
     ) -> Neighbourhood:
         """Entities within ``depth`` hops of the seeds; with ``max_entities``, the walk stops
         once that many entities beyond the seeds are reached (nearest hops first, heaviest
-        edges first within a hop)."""
+        edges first within a hop). With ``max_mentions``, an entity (seed or reached)
+        mentioned more often than that is not walked through: it is in the result, its
+        other neighbours are not reached through it (a chat's speaker or a country links
+        everything to everything, and expanding it costs its whole degree)."""
         ...
 
     async def chunks_for_entities(

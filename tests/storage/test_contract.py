@@ -803,6 +803,38 @@ async def test_the_graph_walk_reaches_the_second_hop_through_a_shared_entity(
     assert {c.document_id for c in result.chunks} >= {ids["doc-1"], ids["doc-2"]}
 
 
+async def test_the_walk_does_not_pass_through_an_entity_mentioned_past_max_mentions(
+    kb: Khora, namespace: str
+) -> None:
+    """``neighbourhood(max_mentions=...)``: an entity mentioned more often is reached (and a
+    seed stays in the result) but not walked through; below the cap the walk is unchanged."""
+    stack, dim = kb._stack, kb.engine.embedder.dimension
+    names = {"e-ana": "Ana", "e-hub": "Hubland", "e-far": "Farview", "e-near": "Nearby"}
+    ents = [Entity(id=i, namespace_id=namespace, name=n) for i, n in names.items()]
+
+    def rel(a: str, b: str) -> Relationship:
+        return Relationship(
+            id=f"r-{a}-{b}", namespace_id=namespace, source_id=a, target_id=b, type="NEAR", document_id="d0"
+        )
+
+    batches = [
+        _doc_batch(namespace, "d0", "Ana near Hubland, Nearby; Hubland near Farview.", dim, entities=ents,
+                   mentions=["e-ana", "e-hub", "e-near", "e-far"],
+                   relationships=[rel("e-ana", "e-hub"), rel("e-hub", "e-far"), rel("e-ana", "e-near")]),
+        *(_doc_batch(namespace, f"d{i}", f"Hubland, part {i}.", dim, mentions=["e-hub"]) for i in range(1, 4)),
+    ]  # fmt: skip
+    await stack.write_many(namespace, batches)
+    full = await stack.graph.neighbourhood(namespace, ["e-ana"], depth=2)
+    assert full.distance == {"e-ana": 0, "e-hub": 1, "e-near": 1, "e-far": 2}
+    capped = await stack.graph.neighbourhood(namespace, ["e-ana"], depth=2, max_mentions=3)
+    assert capped.distance == {"e-ana": 0, "e-hub": 1, "e-near": 1}  # Hubland: 4 mentions
+    assert (
+        await stack.graph.neighbourhood(namespace, ["e-ana"], depth=2, max_mentions=4)
+    ).distance == full.distance
+    from_hub = await stack.graph.neighbourhood(namespace, ["e-hub"], depth=2, max_mentions=3)
+    assert from_hub.distance == {"e-hub": 0}
+
+
 async def test_entity_and_relationship_properties_merge_key_by_key(kb: Khora, namespace: str) -> None:
     """Free-form ``properties`` (nested JSON) are stored and read back by every graph read;
     a later upsert updates them key by key (in one write and across writes), an upsert

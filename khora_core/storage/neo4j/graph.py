@@ -281,17 +281,19 @@ class Neo4jGraphStore:
         max_fanout: int = 50,
         relationship_types: Sequence[str] | None = None,
         max_entities: int | None = None,
+        max_mentions: int | None = None,
     ) -> Neighbourhood:
         """Entities within ``depth`` (at most 4) ``RELATES`` hops of the seeds, either direction.
 
         From each entity at most ``max_fanout`` edges are followed, heaviest first;
         relationship types match exactly; with ``max_entities``, the walk stops once that
-        many entities beyond the seeds are reached.
+        many entities beyond the seeds are reached; entities mentioned more than
+        ``max_mentions`` times are not walked through.
         """
         types = list(relationship_types) if relationship_types is not None else None
         seeds = list(dict.fromkeys(entity_ids))
         return await self._db.read(
-            neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types, max_entities
+            neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types, max_entities, max_mentions
         )
 
     async def chunks_for_entities(

@@ -49,7 +49,9 @@ _HOP = """
 UNWIND $frontier AS fid
 CALL {
   WITH fid
-  MATCH (a:Entity {namespace_id: $ns, id: fid})-[r:RELATES]-(b:Entity)
+  MATCH (a:Entity {namespace_id: $ns, id: fid})
+  WHERE $max_mentions IS NULL OR a.mention_count <= $max_mentions
+  MATCH (a)-[r:RELATES]-(b:Entity)
   WHERE $types IS NULL OR r.type IN $types
   WITH r, b ORDER BY r.weight DESC, r.id LIMIT $fanout
   WITH r, b WHERE b.namespace_id = $ns
@@ -119,6 +121,7 @@ async def neighbourhood_tx(
     max_fanout: int,
     types: list[str] | None,
     max_entities: int | None = None,
+    max_mentions: int | None = None,
 ) -> Neighbourhood:
     """Breadth-first, one query per hop, so the fan-out cap applies at every hop. Within a
     hop, each frontier entity's heaviest edge comes first, then each one's second, so a
@@ -135,7 +138,10 @@ async def neighbourhood_tx(
         if not frontier or len(distance) >= limit or max_fanout <= 0:
             break
         nxt: list[str] = []
-        for row in await rows_of(tx, _HOP, ns=ns, frontier=frontier, fanout=max_fanout, types=types):
+        hop_rows = await rows_of(
+            tx, _HOP, ns=ns, frontier=frontier, fanout=max_fanout, types=types, max_mentions=max_mentions
+        )
+        for row in hop_rows:
             if row["other_id"] is None or not present_edge(row):
                 continue  # deleted while the walk read it
             if row["other_id"] not in distance:

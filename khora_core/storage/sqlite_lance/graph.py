@@ -201,18 +201,28 @@ class SqliteGraphStore:
         max_fanout: int = 50,
         relationship_types: Sequence[str] | None = None,
         max_entities: int | None = None,
+        max_mentions: int | None = None,
     ) -> Neighbourhood:
         """Entities within ``depth`` hops of the seeds (either edge direction).
 
         From each entity at most ``max_fanout`` edges are followed, heaviest first; the walk
         stops early past ``MAX_NEIGHBOURHOOD`` entities, or once ``max_entities`` beyond the
-        seeds are reached. Relationship types match exactly.
+        seeds are reached; entities mentioned more than ``max_mentions`` times are not
+        walked through. Relationship types match exactly.
         """
         types = list(relationship_types) if relationship_types is not None else None
         seeds = list(dict.fromkeys(entity_ids))
         cap = MAX_NEIGHBOURHOOD if max_entities is None else max(0, int(max_entities))
         return await self._db.read_tx(
-            walk_neighbourhood, namespace_id, seeds, depth, max_fanout, types, cap, what="walk the graph"
+            walk_neighbourhood,
+            namespace_id,
+            seeds,
+            depth,
+            max_fanout,
+            types,
+            cap,
+            max_mentions,
+            what="walk the graph",
         )
 
     async def chunks_for_entities(

@@ -37,8 +37,10 @@ def walk_neighbourhood(
     max_fanout: int,
     types: list[str] | None,
     cap: int = MAX_NEIGHBOURHOOD,
+    max_mentions: int | None = None,
 ) -> Neighbourhood:
-    """Breadth-first from ``seeds``, one query per hop and side (``GraphStore.neighbourhood``)."""
+    """Breadth-first from ``seeds``, one query per hop and side (``GraphStore.neighbourhood``);
+    with ``max_mentions``, one more query per hop drops the frontier's common entities."""
     distance = {e: 0 for e in fetch_entities(conn, namespace_id, seeds)}
     limit = min(MAX_NEIGHBOURHOOD, len(distance) + cap)
     type_clause = f" AND r.type IN {IN_JSON}" if types is not None else ""
@@ -56,6 +58,16 @@ def walk_neighbourhood(
     walked: dict[str, Relationship] = {}
     frontier = list(distance)
     for hop in range(1, max(0, depth) + 1):
+        if max_mentions is not None and frontier:
+            common = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT id FROM entities WHERE namespace_id = ? AND mention_count > ? "
+                    f"AND id IN {IN_JSON}",
+                    [namespace_id, int(max_mentions), json_ids(frontier)],
+                )
+            }
+            frontier = [f for f in frontier if f not in common]
         if not frontier or len(distance) >= limit or fanout == 0:
             break
         picked: list[list[Any]] = []
