@@ -5,7 +5,7 @@ entities nearest the question's embedding (score = cosine), up to the route's
 ``entry_entities``. Each score is multiplied by the entity's specificity
 (``fusion.entity_specificity``): an entity named in more than ``graph_common_entity_share`` of
 the namespace's chunks, such as a chat's speaker, picks out little and is discounted on a log
-scale (the chunk count is read while the walk runs and cached briefly:
+scale (the chunk count is read before the walk and cached briefly:
 ``retrieval.chunk_counts``).
 
 **Walk.** The adaptive-depth walk from the entry entities does not pass through an entity

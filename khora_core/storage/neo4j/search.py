@@ -43,8 +43,8 @@ MAX_NEIGHBOURHOOD = 5000
 # weight then relationship id, as the embedded store orders them. The per-entity subquery
 # lets Neo4j keep only the top ``$fanout`` while it expands a popular entity's edges, and
 # reads the far end's namespace and id for those alone (edges never cross namespaces, so
-# the check there is a guard, not a filter): at 40,000 chunks, 1.9x faster than sorting
-# every edge of the frontier (benchmarks.md, "Measurements behind design choices").
+# the check there is a guard, not a filter). With ``$max_mentions``, a common entity is not
+# expanded at all. Measured in benchmarks.md, "Measurements behind design choices".
 _HOP = """
 UNWIND $frontier AS fid
 CALL {
