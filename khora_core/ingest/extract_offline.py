@@ -4,20 +4,14 @@ No server, no model, no spaCy: it runs everywhere and fast, and is what Khora us
 no LLM is configured. What it finds:
 
 * names: runs of capitalised words, with inner connectors ("Bank of America",
-  "Johnson & Johnson"), leading function words ("The", "In"), greetings and interjections
-  ("Hey", "Wow") and titles ("Dr.") stripped; a lone capitalised word at the start of a
-  sentence, or of a clause after a colon (a chat turn's "Speaker: Wow, ..."), only counts
-  with supporting evidence: a capitalised use elsewhere, a known first name or place, a
-  person verb, a possessive, a capital inside the word ("McRae"), or being the subject of
-  the text's opening definition ("Tinnelva is a river ...");
+  "Johnson & Johnson"), leading function words, greetings and titles stripped, and a lone
+  capitalised word at the start of a sentence or a chat turn's clause kept only with
+  evidence that it is a name (:mod:`khora_core.ingest.name_words`);
 * acronyms ("NASA", "IBM"); quarters and fiscal years ("Q1", "FY2024") are dates;
 * dates (see :mod:`khora_core.ingest.dates`) as ``DATE`` entities, with the ISO form as
   description; bare month and weekday names are dates too ("May" only after in/on/by...).
 
-Types come from cheap cues (:mod:`khora_core.ingest.lexicon`): titles, roles, common first
-names and speech verbs make a ``PERSON``; suffixes such as Inc/Corp/University an
-``ORGANIZATION``; place words, a small gazetteer and "in/near/from X" a ``LOCATION``;
-"Project X" a ``PROJECT``; "X Summit" an ``EVENT``; anything else is a ``CONCEPT``.
+Types come from cheap cues around the name (:mod:`khora_core.ingest.name_types`).
 
 Relations join entities that follow each other in a sentence, typed by the phrase between
 them ("works at" -> ``WORKS_AT``, ", CEO of" -> ``CEO_OF``), raw phrase as description;
@@ -37,10 +31,12 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from khora_core.ingest import lexicon as lx
+from khora_core.ingest import name_words as nw
 from khora_core.ingest.chunking import split_sentences
 from khora_core.ingest.dates import find_dates
 from khora_core.ingest.extract_base import ChunkExtraction, ExtractedEntity, ExtractedRelation, normalise_type
 from khora_core.ingest.keywords import KeywordMatcher, keyword_links
+from khora_core.ingest.name_types import context_cues, type_of
 from khora_core.ingest.vocabulary import constrain_entity_type, constrain_relation_type
 
 __all__ = [
@@ -51,132 +47,10 @@ __all__ = [
     "keyword_links",
 ]
 
-_TOKEN = re.compile(r"[^\W_](?:[\w&'’-]*\w)?|&")
-_CONNECTORS = frozenset("of for and & de da del della van von der den du di la le y the".split())
-#: The end of the text before a word that opens a clause after a colon (quotes allowed).
-_AFTER_COLON = re.compile(r":[\s\"'“‘(]*$")
-_LOCATION_PREPOSITIONS = frozenset("in near from across throughout to via outside inside around".split())
-_ORG_OBJECT_VERBS = frozenset("founded acquired joined co-founded cofounded leads led runs ran".split())
-_I_PRONOUN = re.compile(r"I(?:['’](?:m|ve|ll|d))?")
-#: A lower-case letter followed by a capital inside one word: "McRae", "eBay", "YouTube".
-_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
-#: What follows the subject of a definition: optional parentheses, a copula and an article or
-#: number ("is a", "( died 875) was a", "(Italian: ...) is the", "is a 2008 film").
-_DEFINES = re.compile(r"(?:\s*\([^()]*\))*\s*(?:is|was|are|were)\s+(?:a|an|the|one|\d)\b")
 _BARE_MAY_CONTEXT = frozenset("in on by since until till during of early late mid last next this".split())
 _BARE_PREPOSITIONS = frozenset("in at on of from about near with for by into over under".split())
 _ASYNC_THRESHOLD_CHARS = 20_000
-# ", CEO of ...", ", the founder": a role in apposition marks the name before it as a person.
-_APPOSITION_ROLE = re.compile(
-    r",\s*(?:the\s+)?(?:" + "|".join(sorted(map(re.escape, lx.ROLE_WORDS), key=len, reverse=True)) + r")\b",
-    re.I,
-)
 _SPECIFICITY = {"CONCEPT": 0}
-
-
-def _strip_leading(parts: list[_Tok], cues: set[str]) -> list[_Tok]:
-    """``parts`` without the leading function words, titles and roles, which are not part of
-    the name; a title adds the cue ``title`` and a role ``role``."""
-    while parts and (
-        parts[0].low in lx.LEADING_STOPWORDS
-        or parts[0].low in lx.PERSON_TITLES
-        or parts[0].low in lx.ROLE_WORDS
-        or parts[0].low in _CONNECTORS
-    ):
-        low = parts[0].low
-        if low in lx.PERSON_TITLES and len(parts) > 1:
-            cues.add("title")
-        elif low in lx.ROLE_WORDS and len(parts) > 1 and parts[1].low not in _CONNECTORS:
-            cues.add("role")
-        parts = parts[1:]
-    return parts
-
-
-def _context_cues(text: str, start: int, end: int, sent_start: int) -> set[str]:
-    """What the words around the name at ``text[start:end]`` say about its type."""
-    cues: set[str] = set()
-    after = text[end : end + 40]
-    before_words = re.findall(r"[\w'-]+", text[max(sent_start, start - 40) : start].lower())
-    follow = re.match(r"\W*?(\w+)", after)
-    next_word = follow.group(1).lower() if follow else ""
-    if next_word in lx.PERSON_VERBS or _APPOSITION_ROLE.match(after):
-        cues.add("person_verb")
-    if before_words:
-        prev = before_words[-1]
-        if prev in ("project", "initiative", "codenamed", "code-named"):
-            cues.add("project")
-        elif prev == "at" and len(before_words) > 1 and before_words[-2] in lx.WORK_WORDS:
-            cues.add("org_context")
-        elif prev in _ORG_OBJECT_VERBS or before_words[-2:] in (["employed", "by"], ["hired", "by"]):
-            cues.add("org_context")
-        elif prev in _LOCATION_PREPOSITIONS or before_words[-2:] in (
-            ["based", "in"],
-            ["headquartered", "in"],
-        ):
-            cues.add("location_context")
-    return cues
-
-
-def _lone_word_is_name(text: str, tok: _Tok, sent_start: int, mid_caps: set[str], cues: set[str]) -> bool:
-    """Whether one capitalised word is a name: not too short, not an ignored or long
-    acronym, and, at the start of a clause (where any word is capitalised), supported by a
-    capitalised use elsewhere, a known first name or place, a person verb, a possessive, a
-    capital inside the word ("McRae", "eBay"), or by being the subject of the text's opening
-    definition ("Tinnelva is a river ...", "Teutberga (died 875) was a queen ...")."""
-    if len(tok.text) < 2 or tok.low in lx.IGNORED_ACRONYMS or (tok.allcaps and not _acronym(tok.text)):
-        return False
-    if not _opens_clause(text, sent_start, tok.start) or tok.allcaps:
-        return True
-    return (
-        tok.low in mid_caps
-        or tok.low in lx.FIRST_NAMES
-        or tok.low in lx.GAZETTEER
-        or "person_verb" in cues
-        or text[tok.end : tok.end + 2] in ("'s", "’s")
-        or _INNER_CAPITAL.search(tok.text) is not None
-        or _defines(text, tok)
-    )
-
-
-def _defines(text: str, tok: _Tok) -> bool:
-    """Whether ``tok`` opens the text as the subject of a definition ("Tinnelva is a river
-    ..."), and the text never uses the word in lower case (as "Life is a journey; life ..."
-    would)."""
-    if re.search(r"\w", text[: tok.start]) or _DEFINES.match(text, tok.end) is None:
-        return False
-    return re.search(rf"\b{re.escape(tok.low)}\b", text[tok.end :]) is None
-
-
-def _acronym(word: str) -> bool:
-    """An all-caps word that reads as an acronym rather than a shouted word: at most six
-    letters, or hyphenated parts of at most six ("KAGH-FM", "COVID-19")."""
-    return all(len(part) <= 6 for part in word.split("-"))
-
-
-def _opens_clause(text: str, sent_start: int, pos: int) -> bool:
-    """Whether the word at ``pos`` opens its sentence, or a clause after a colon ("Melanie:
-    Wow, that's cool", "Subject: Pilot request"): there its capital is no sign of a name."""
-    before = text[sent_start:pos]
-    return not re.search(r"\w", before) or _AFTER_COLON.search(before) is not None
-
-
-class _Tok:
-    """A word of a sentence, with the case facts the name rules read (computed once)."""
-
-    __slots__ = ("cap", "end", "low", "start", "text")
-
-    def __init__(self, start: int, end: int, text: str) -> None:
-        self.start, self.end, self.text = start, end, text
-        self.low = text.lower()
-        # The pronoun "I" ("I've", "I'm") never starts or continues a name; "eBay" and "iPhone" do.
-        self.cap = _I_PRONOUN.fullmatch(text) is None and (
-            text[0].isupper() or (text[0].islower() and any(c.isupper() for c in text[1:]))
-        )
-
-    @property
-    def allcaps(self) -> bool:
-        letters = [c for c in self.text if c.isalpha()]
-        return bool(letters) and all(c.isupper() for c in letters)
 
 
 @dataclass
@@ -187,71 +61,6 @@ class _Mention:
     type: str
     description: str | None = None
     cues: set[str] = field(default_factory=set)
-
-
-def _tokens(text: str, start: int, end: int) -> list[_Tok]:
-    out = []
-    for m in _TOKEN.finditer(text, start, end):
-        s, e = m.start(), m.end()
-        if text[e - 2 : e] in ("'s", "’s") and e - s > 2:  # possessive: "Acme's" -> "Acme"
-            e -= 2
-        out.append(_Tok(s, e, text[s:e]))
-    return out
-
-
-def _joinable(text: str, left: _Tok, right: _Tok) -> bool:
-    gap = text[left.end : right.start]
-    if re.fullmatch(r"[ \t]+", gap):
-        return True
-    # "Dr. Jane", "J. R. Tolkien", "St. Louis", "Acme Inc. Labs": a period after a title/initial.
-    return bool(re.fullmatch(r"\.[ \t]+", gap)) and (
-        len(left.text) == 1 or left.low in lx.PERSON_TITLES or left.low == "st"
-    )
-
-
-def _splits_at_and(left: list[_Tok], right: list[_Tok]) -> bool:
-    """Whether "X and Y" names two things rather than one ("Department of Health and Human Services")."""
-    if not any(p.low in ("of", "for") for p in left):
-        return True
-    right_low = [p.low for p in right]
-    return bool(right_low) and (
-        "&" in right_low
-        or "of" in right_low
-        or right_low[0] in lx.FIRST_NAMES
-        or " ".join(right_low) in lx.GAZETTEER
-        or left[-1].low in lx.GAZETTEER
-    )
-
-
-def _type_of(tokens: list[_Tok], cues: set[str]) -> str:
-    words = [t.low for t in tokens]
-    name = " ".join(words)
-    first, last = words[0], words[-1]
-    if len(tokens) == 1 and tokens[0].allcaps and len(first) <= 6:
-        if re.fullmatch(r"[qh][1-4]|fy\d{2,4}", first):
-            return "DATE"
-        return (
-            "CONCEPT" if first in lx.CONCEPT_ACRONYMS or any(c.isdigit() for c in first) else "ORGANIZATION"
-        )
-    if "title" in cues or "role" in cues:
-        return "PERSON"
-    if first in lx.PROJECT_WORDS or last in lx.PROJECT_WORDS or "project" in cues:
-        return "PROJECT"
-    if last in lx.EVENT_WORDS:
-        return "EVENT"
-    if last in lx.ORG_SUFFIXES or first in lx.ORG_PREFIXES or "&" in words:
-        return "ORGANIZATION"
-    if name in lx.GAZETTEER or last in lx.LOCATION_SUFFIXES:
-        return "LOCATION"
-    if first in lx.LOCATION_PREFIXES and len(tokens) > 1 and "person_verb" not in cues:
-        return "LOCATION"
-    if "person_verb" in cues or (first in lx.FIRST_NAMES and len(tokens) <= 3):
-        return "PERSON"
-    if "org_context" in cues:
-        return "ORGANIZATION"
-    if "location_context" in cues:
-        return "LOCATION"
-    return "CONCEPT"
 
 
 class OfflineExtractor:
@@ -306,12 +115,12 @@ class OfflineExtractor:
         relationship_types: Sequence[str] | None = None,
     ) -> ChunkExtraction:
         """Extract one chunk synchronously."""
-        sentences = [(s, e, _tokens(text, s, e)) for s, e in split_sentences(text)]
+        sentences = [(s, e, nw.tokens(text, s, e)) for s, e in split_sentences(text)]
         mid_caps = {
             t.low
             for s, _, tokens in sentences
             for t in tokens
-            if t.cap and not _opens_clause(text, s, t.start)
+            if t.cap and not nw.opens_clause(text, s, t.start)
         }  # capitalised words seen away from a sentence or clause start: evidence they are names
         per_sentence = [self._mentions(text, s, e, tokens, mid_caps) for s, e, tokens in sentences]
         self._unify(per_sentence)
@@ -343,7 +152,7 @@ class OfflineExtractor:
     # -- mentions -------------------------------------------------------------------------
 
     def _mentions(
-        self, text: str, start: int, end: int, sentence_tokens: list[_Tok], mid_caps: set[str]
+        self, text: str, start: int, end: int, sentence_tokens: list[nw.Tok], mid_caps: set[str]
     ) -> list[_Mention]:
         found: list[_Mention] = []
         date_spans = []
@@ -362,19 +171,19 @@ class OfflineExtractor:
             j = i
             while j + 1 < len(tokens):
                 nxt = tokens[j + 1]
-                if nxt.cap and _joinable(text, tokens[j], nxt):
+                if nxt.cap and nw.joinable(text, tokens[j], nxt):
                     j += 1
                     group.append(j)
                     continue
                 # "Bank of America", "Bank of the West": connectors between capitalised words.
                 k = j + 1
-                while k < len(tokens) and tokens[k].low in _CONNECTORS and not tokens[k].cap and k - j <= 2:
+                while k < len(tokens) and tokens[k].low in nw.CONNECTORS and not tokens[k].cap and k - j <= 2:
                     k += 1
                 if (
                     k > j + 1
                     and k < len(tokens)
                     and tokens[k].cap
-                    and all(_joinable(text, tokens[x], tokens[x + 1]) for x in range(j, k))
+                    and all(nw.joinable(text, tokens[x], tokens[x + 1]) for x in range(j, k))
                 ):
                     group.extend(range(j + 1, k + 1))
                     j = k
@@ -386,19 +195,19 @@ class OfflineExtractor:
         return found
 
     def _name_mentions(
-        self, text: str, tokens: list[_Tok], group: list[int], sent_start: int, mid_caps: set[str]
+        self, text: str, tokens: list[nw.Tok], group: list[int], sent_start: int, mid_caps: set[str]
     ) -> list[_Mention]:
         parts = [tokens[g] for g in group]
         # "Alice and Bob" are two people; "Department of Health and Human Services" is one name.
         cut = next((x for x, p in enumerate(parts) if p.low == "and"), None)
-        if cut is not None and _splits_at_and(parts[:cut], parts[cut + 1 :]):
+        if cut is not None and nw.splits_at_and(parts[:cut], parts[cut + 1 :]):
             left = [g for g in group[:cut]]
             right = [g for g in group[cut + 1 :]]
             return self._name_mentions(text, tokens, left, sent_start, mid_caps) + (
                 self._name_mentions(text, tokens, right, sent_start, mid_caps) if right else []
             )
         cues: set[str] = set()
-        parts = _strip_leading(parts, cues)
+        parts = nw.strip_leading(parts, cues)
         if not parts:
             return []
         out: list[_Mention] = []
@@ -423,10 +232,10 @@ class OfflineExtractor:
             return out
         first = parts[0]
         name = text[first.start : parts[-1].end].rstrip(".")
-        cues |= _context_cues(text, first.start, parts[-1].end, sent_start)
-        if len(parts) == 1 and not _lone_word_is_name(text, first, sent_start, mid_caps, cues):
+        cues |= context_cues(text, first.start, parts[-1].end, sent_start)
+        if len(parts) == 1 and not nw.lone_word_is_name(text, first, sent_start, mid_caps, cues):
             return out
-        out.append(_Mention(first.start, parts[-1].end, name, _type_of(parts, cues), cues=cues))
+        out.append(_Mention(first.start, parts[-1].end, name, type_of(parts, cues), cues=cues))
         return out
 
     def _unify(self, per_sentence: list[list[_Mention]]) -> None:

@@ -19,7 +19,7 @@ each ring of entities ``d`` hops out that it mentions, plus the passage seeds (t
 of the passages nearest the question, HippoRAG-style). Mention counts only break ties, so a
 chunk that repeats one name does not outrank a chunk that names two asked-about entities.
 
-**Reach.** Each evidence group (an entry entity, a ring, the passage seeds) reaches at most
+**Reach** (``retrieval.graph_reach``). Each evidence group (an entry entity, a ring, the passage seeds) reaches at most
 the candidate pool's count of chunks. Unfiltered, the channel reads each entity's
 ``graph_reach_scan`` most-mentioning chunks, scores them all for relevance (below) in one
 pass, and each group keeps its most relevant ones, so a popular entity's reach is not decided
@@ -46,7 +46,6 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +53,7 @@ from khora_core.config import VectorCypherConfig
 from khora_core.models import ChunkHit
 from khora_core.retrieval.channels import ChannelResult
 from khora_core.retrieval.fusion import calibrated_similarity, entity_specificity, graph_quality, nominations
+from khora_core.retrieval.graph_reach import reach_by_mentions, reach_by_pages, relevance_to
 from khora_core.retrieval.linking import LinkedEntity
 from khora_core.retrieval.ppr import walk_passages
 from khora_core.retrieval.router import RoutingDecision, adaptive_depth
@@ -218,7 +218,7 @@ async def graph_channel(
     if passage_seeds:
         groups.append((list(passage_seeds), max(passage_seeds.values())))
     if filter is None and not temporal_sort:
-        reached = await _reach_by_mentions(
+        reached = await reach_by_mentions(
             stack,
             namespace_id,
             groups,
@@ -228,7 +228,7 @@ async def graph_channel(
             bridge=bridge,
         )
     else:
-        reached = await _reach_by_pages(stack, namespace_id, groups, limit, filter, temporal_sort)
+        reached = await reach_by_pages(stack, namespace_id, groups, limit, filter, temporal_sort)
 
     # Rank what the graph reached by relevance to the question, with graph evidence as a
     # multiplier: entity overlap alone cannot tell a bridge passage from any other passage
@@ -236,7 +236,9 @@ async def graph_channel(
     if reached.relevance is not None:
         relevance = {c: reached.relevance[c] for c in reached.evidence if c in reached.relevance}
     else:
-        relevance = await _relevance(stack, namespace_id, query_vector, list(reached.evidence), bridge=bridge)
+        relevance = await relevance_to(
+            stack, namespace_id, query_vector, list(reached.evidence), bridge=bridge
+        )
     top_evidence = max(reached.evidence.values(), default=1.0) or 1.0
 
     def final_score(cid: str) -> float:
@@ -411,99 +413,3 @@ async def _bridge(
     if vector is None:
         vector = (await stack.vectors.embeddings(namespace_id, [top.chunk.id])).get(top.chunk.id)
     return bridged_query(query_vector, vector) if vector else None
-
-
-@dataclass
-class _Reached:
-    """What the evidence groups reached: evidence and mention totals per chunk id, and the
-    chunk rows when the store returned them."""
-
-    evidence: dict[str, float] = field(default_factory=dict)
-    mentions: dict[str, float] = field(default_factory=dict)
-    chunks: dict[str, ChunkHit] = field(default_factory=dict)
-    pushed: list[str] = field(default_factory=list)
-    post: list[str] = field(default_factory=list)
-    #: Relevance of the scanned chunks (a superset of ``evidence``), when already scored.
-    relevance: dict[str, float] | None = None
-
-
-async def _reach_by_mentions(
-    stack: StorageStack,
-    namespace_id: str,
-    groups: list[tuple[list[str], float]],
-    *,
-    limit: int,
-    scan: int,
-    query_vector: Sequence[float] | None,
-    bridge: Sequence[float] | None,
-) -> _Reached:
-    """Unfiltered: one ``chunk_mentions`` call for every group's entities (each entity's
-    ``scan`` most-mentioning chunks), scored for relevance in one pass; each group keeps the
-    ``limit`` chunks most relevant to the question (module docstring, "Reach"), more mentions
-    of its entities and then chunk id breaking ties."""
-    wanted = list(dict.fromkeys(e for ids, _ in groups for e in ids))
-    per_entity = await stack.graph.chunk_mentions(namespace_id, wanted, per_entity=scan)
-    scanned = list(dict.fromkeys(cid for counts in per_entity.values() for cid in counts))
-    relevance = await _relevance(stack, namespace_id, query_vector, scanned, bridge=bridge)
-    out = _Reached(relevance=relevance)
-    for ids, weight in groups:
-        totals: dict[str, int] = {}
-        for eid in ids:
-            for cid, n in per_entity.get(eid, {}).items():
-                totals[cid] = totals.get(cid, 0) + n
-        for cid in sorted(totals, key=lambda c: (-relevance.get(c, -2.0), -totals[c], c))[:limit]:
-            out.evidence[cid] = out.evidence.get(cid, 0.0) + weight
-            out.mentions[cid] = out.mentions.get(cid, 0.0) + totals[cid]
-    return out
-
-
-async def _reach_by_pages(
-    stack: StorageStack,
-    namespace_id: str,
-    groups: list[tuple[list[str], float]],
-    limit: int,
-    filter: RecallFilter | None,
-    temporal_sort: bool,
-) -> _Reached:
-    """Filtered or temporal: one ``chunks_for_entities`` page per group, so the store pushes
-    the filter down and orders by time."""
-    pages = await asyncio.gather(
-        *(
-            stack.graph.chunks_for_entities(
-                namespace_id, ids, limit=limit, filter=filter, temporal_sort=temporal_sort
-            )
-            for ids, _ in groups
-        )
-    )
-    out = _Reached()
-    for (_, weight), page in zip(groups, pages, strict=True):
-        out.pushed += [k for k in page.pushed_keys if k not in out.pushed]
-        out.post += [k for k in page.post_filtered_keys if k not in out.post]
-        for hit in page.hits:
-            cid = hit.chunk.id
-            out.chunks.setdefault(cid, hit)
-            out.evidence[cid] = out.evidence.get(cid, 0.0) + weight
-            out.mentions[cid] = out.mentions.get(cid, 0.0) + float(hit.score)
-    return out
-
-
-async def _relevance(
-    stack: StorageStack,
-    namespace_id: str,
-    query_vector: Sequence[float] | None,
-    chunk_ids: list[str],
-    *,
-    bridge: Sequence[float] | None = None,
-) -> dict[str, float]:
-    """Cosine of the question with each chunk's stored embedding (absent when unknown); with
-    a ``bridge`` vector, the better of that and the cosine with the bridged question."""
-    if query_vector is None or not chunk_ids:
-        return {}
-    vectors = [query_vector] if bridge is None else [query_vector, bridge]
-    pages = await stack.vectors.similarities_many(namespace_id, vectors, chunk_ids)
-    out: dict[str, float] = {}
-    for scores in pages:
-        for c, v in scores.items():
-            if v == v:  # NaN: a zero vector
-                out[c] = max(out.get(c, 0.0), float(v))
-    return out

@@ -578,7 +578,7 @@ async def test_graph_relevance_takes_the_better_of_question_and_bridged_question
     """With ``graph_scoring="evidence"`` the graph channel scores a reached chunk by the
     better of its cosine with the question and with the question moved towards the nearest
     passage (``graph_channel`` module docstring)."""
-    from khora_core.retrieval import graph_channel
+    from khora_core.retrieval import graph_channel, graph_reach
 
     await _load(kb, namespace)
     question = "Who leads the project of the company Maya Chen came from?"
@@ -600,7 +600,7 @@ async def test_graph_relevance_takes_the_better_of_question_and_bridged_question
     bridge = graph_channel.bridged_query(qvec, top)
     direct = await stack.vectors.similarities(namespace, qvec, chunk_ids)
     bridged = await stack.vectors.similarities(namespace, bridge, chunk_ids)
-    relevance = await graph_channel._relevance(stack, namespace, qvec, chunk_ids, bridge=bridge)
+    relevance = await graph_reach.relevance_to(stack, namespace, qvec, chunk_ids, bridge=bridge)
     assert set(relevance) == set(chunk_ids)
     for cid in chunk_ids:
         assert relevance[cid] == pytest.approx(max(0.0, direct[cid], bridged[cid]), abs=1e-6)
@@ -613,7 +613,7 @@ async def test_graph_reach_keeps_the_chunks_most_relevant_to_the_question(
     """An evidence group keeps the chunks most relevant to the question among everything
     its entities are mentioned in, not the ones that repeat the name most (``graph_channel``
     module docstring, "Reach")."""
-    from khora_core.retrieval import graph_channel
+    from khora_core.retrieval import graph_reach
 
     off_topic = [
         f"Northwind Robotics filed quarterly form {i}. Northwind Robotics paid the filing fee {i}."
@@ -627,13 +627,13 @@ async def test_graph_reach_keeps_the_chunks_most_relevant_to_the_question(
     [entity] = await stack.graph.find_entities_by_name(namespace, ["Northwind Robotics"])
     question = "How did the underwater welding drone trials in the harbour go?"
     qvec = await embedder.embed_query(question)
-    reached = await graph_channel._reach_by_mentions(
+    reached = await graph_reach.reach_by_mentions(
         stack, namespace, [([entity.id], 1.0)], limit=3, scan=400, query_vector=qvec, bridge=None
     )
     texts = {c.id: c.content for c in await stack.documents.get_chunks(namespace, list(reached.evidence))}
     assert sorted(texts.values()) == sorted(on_topic)
     assert reached.relevance is not None and len(reached.relevance) == len(off_topic) + len(on_topic)
-    by_mentions = await graph_channel._reach_by_mentions(
+    by_mentions = await graph_reach.reach_by_mentions(
         stack, namespace, [([entity.id], 1.0)], limit=3, scan=400, query_vector=None, bridge=None
     )
     assert set(by_mentions.evidence).isdisjoint(reached.evidence)  # without a question: most mentions
