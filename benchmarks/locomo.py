@@ -5,7 +5,9 @@
 
 Each dialogue turn of the development split (``shared/data/locomo/dev``) is remembered as
 one document in its conversation's namespace (``occurred_at`` = the session date, the
-speaker in metadata, the image caption appended as ``[shares ...]``). Every question of
+speaker in metadata, the image caption appended as ``[shares ...]``, and the turn before it
+in the session as ``context``, as a chat application knows what a message replies to;
+``--no-context`` leaves it out). Every question of
 categories 1-4 with resolvable evidence is recalled against its own conversation;
 ``recall@k = |E ∩ R_k| / |E|`` averaged per category and overall (the official scoring,
 see the data README). Questions fall into two fixed folds by a hash of their
@@ -13,7 +15,8 @@ conversation and question index (``fold_of``): settings are chosen on fold A, fo
 printed beside it. Latency is the ``recall()`` call alone, the question embedded live by
 the model (only passages come from the embedding cache). The same questions are scored against two plain baselines over each conversation's turn
 texts, per category: cosine top-k (the same embedder) and Okapi BM25 (``k1 = 1.2``,
-``b = 0.75``, lower-cased word tokens), computed in the same run. ``--data-dir`` keeps the
+``b = 0.75``, lower-cased word tokens) over the turns alone and over each turn with its
+context, computed in the same run. ``--data-dir`` keeps the
 embedded store in a folder and reuses conversations already remembered there.
 """
 
@@ -60,6 +63,16 @@ def turn_text(t: dict) -> str:
     if t.get("blip_caption"):
         text += f" [shares {t['blip_caption']}]"
     return text
+
+
+def replied_to(turns: list[dict]) -> list[str | None]:
+    """For each turn, the turn before it in the same session (what it replies to), as text."""
+    return [
+        turn_text(turns[i - 1])
+        if i and (turns[i - 1]["conv_id"], turns[i - 1]["session"]) == (t["conv_id"], t["session"])
+        else None
+        for i, t in enumerate(turns)
+    ]
 
 
 def questions(turns: list[dict], max_questions: int | None) -> list[tuple[dict, set[str]]]:
@@ -117,7 +130,8 @@ class Scores:
 async def plain_baselines(
     embedder: CachedEmbedder, turns: list[dict], asked: list[tuple[dict, set[str]]]
 ) -> dict[str, Scores]:
-    """Cosine top-k and BM25 over each conversation's turns (same texts, same embedder)."""
+    """Cosine top-k and BM25 over each conversation's turns (same texts, same embedder), and
+    BM25 over each turn with the turn it replies to (what Khora's keyword channel searches)."""
     by_conv: dict[str, list[dict]] = defaultdict(list)
     for t in turns:
         by_conv[t["conv_id"]].append(t)
@@ -127,19 +141,21 @@ async def plain_baselines(
         texts = [turn_text(t) for t in conv_turns]
         matrix = np.asarray(await embedder.embed_documents(texts), dtype=np.float32)
         vectors[conv_id] = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-        indexes[conv_id] = PlainBM25(texts)
-    cosine, bm25 = Scores(), Scores()
+        with_context = [f"{c}\n{t}" if c else t for c, t in zip(replied_to(conv_turns), texts, strict=True)]
+        indexes[conv_id] = (PlainBM25(texts), PlainBM25(with_context))
+    cosine, bm25, bm25_context = Scores(), Scores(), Scores()
     for q, evidence in asked:
         conv_turns = by_conv[q["conv_id"]]
         qv = np.asarray(await embedder.embed_query(q["question"]), dtype=np.float32)
         order = np.argsort(-(vectors[q["conv_id"]] @ qv), kind="stable")[: max(KS)]
         cosine.add(q, evidence, [conv_turns[i]["dia_id"] for i in order])
-        top = indexes[q["conv_id"]].rank(q["question"], max(KS))
-        bm25.add(q, evidence, [conv_turns[i]["dia_id"] for i in top])
-    return {"cosine top-k": cosine, "BM25": bm25}
+        for scores, index in zip((bm25, bm25_context), indexes[q["conv_id"]], strict=True):
+            top = index.rank(q["question"], max(KS))
+            scores.add(q, evidence, [conv_turns[i]["dia_id"] for i in top])
+    return {"cosine top-k": cosine, "BM25": bm25, "BM25 + context": bm25_context}
 
 
-async def ingest(kb: Khora, turns: list[dict], *, reuse: bool) -> dict[str, str]:
+async def ingest(kb: Khora, turns: list[dict], *, reuse: bool, with_context: bool = True) -> dict[str, str]:
     """Each conversation in its namespace (reused by name with ``reuse``): conv id -> namespace id."""
     by_conv: dict[str, list[dict]] = defaultdict(list)
     for t in turns:
@@ -153,16 +169,18 @@ async def ingest(kb: Khora, turns: list[dict], *, reuse: bool) -> dict[str, str]
             continue
         ns = (await kb.create_namespace(f"locomo-{conv_id}")).namespace_id
         namespaces[conv_id] = ns
+        contexts = replied_to(conv_turns) if with_context else [None] * len(conv_turns)
         await kb.remember_batch(
             [
                 {
                     "content": turn_text(t),
+                    "context": context,
                     "external_id": f"{conv_id}:{t['dia_id']}",
                     "occurred_at": datetime.fromisoformat(t["occurred_at"]).replace(tzinfo=timezone.utc),
                     "metadata": {"speaker": t["speaker"], "dia_id": t["dia_id"], "session": t["session"]},
                     "source_type": "dialogue",
                 }
-                for t in conv_turns
+                for t, context in zip(conv_turns, contexts, strict=True)
             ],
             namespace=ns,
             progress=True,
@@ -238,7 +256,9 @@ async def main_async(args: argparse.Namespace) -> None:
     ).items():
         print(f"\n# stack: {stack}, preset: {args.preset}")
         async with Khora(config=cfg, embedder=embedder.live()) as kb:
-            namespaces = await ingest(kb, turns, reuse=args.data_dir is not None)
+            namespaces = await ingest(
+                kb, turns, reuse=args.data_dir is not None, with_context=not args.no_context
+            )
             ours = {m.value: await run(kb, m, asked, namespaces) for m in modes}
             if args.data_dir is None:
                 for ns in namespaces.values():
@@ -252,6 +272,9 @@ def main() -> None:
     parser.add_argument("--modes", default="vector,hybrid", help="comma-separated search modes")
     parser.add_argument("--data-dir", default=None, help="keep (and reuse) the embedded store here")
     parser.add_argument("--max-questions", type=int, default=None)
+    parser.add_argument(
+        "--no-context", action="store_true", help="remember turns without the turn they reply to"
+    )
     parser.add_argument("--preset", default="default", help="read-path preset (khora_core.retrieval.presets)")
     parser.add_argument(
         "--skeleton-scope",

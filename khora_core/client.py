@@ -247,7 +247,9 @@ class Khora:
     async def remember(self, content: str, *, namespace: str, **kwargs: Any) -> RememberResult:
         """Store ``content`` in ``namespace``: chunk, embed, extract entities, link the graph.
 
-        Keyword arguments: ``title``, ``metadata``, ``entity_types``, ``relationship_types``,
+        Keyword arguments: ``title``, ``context`` (text that situates the content, such as
+        the message it replies to: searched by keyword with every chunk, neither embedded nor
+        returned), ``metadata``, ``entity_types``, ``relationship_types``,
         ``occurred_at`` (or ``metadata["occurred_at"]``), ``source_type``, ``source_name``,
         ``source_url``, ``external_id`` (re-remembering the same id replaces the old version),
         ``content_type`` (``text/plain`` or ``text/markdown``), ``source_timestamp``,

@@ -166,14 +166,15 @@ class Chunk(_SystemFields):
     needs_extraction: bool = False
     #: True when this chunk was in the skeleton core sent to full extraction.
     is_core: bool = False
-    #: What is searched with the chunk without being part of it: its document's title and,
-    #: in Markdown, the heading path above it (``IngestConfig.chunk_context``). Set on the
-    #: write path; reads do not return it.
+    #: What is searched with the chunk without being part of it: the ``context`` given to
+    #: ``remember`` (keyword search only), then its document's title and, in Markdown, the
+    #: heading path above it (``IngestConfig.chunk_context``; these are also embedded). Set
+    #: on the write path; reads do not return it.
     context: str | None = None
 
     @property
     def search_text(self) -> str:
-        """The text that is embedded and indexed for BM25: ``context``, then ``content``."""
+        """The text indexed for BM25: ``context``, then ``content``."""
         return f"{self.context}\n{self.content}" if self.context else self.content
 
     @property

@@ -67,13 +67,14 @@ MAX_METADATA_DEPTH = 32
 MIN_DATE = datetime(2, 1, 1, tzinfo=timezone.utc)
 MAX_DATE = datetime(9998, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
 
-_STRING_FIELDS = ("title", "source_type", "source_name", "source_url", "external_id", "source")
+_STRING_FIELDS = ("title", "context", "source_type", "source_name", "source_url", "external_id", "source")
 
 #: The keys a ``remember_batch`` item may carry (the keywords of ``remember``).
 REMEMBER_FIELDS = frozenset(
     {
         "content",
         "title",
+        "context",
         "metadata",
         "entity_types",
         "relationship_types",
@@ -99,6 +100,9 @@ class RememberInput:
     content: str
     content_type: str
     title: str | None = None
+    #: Text that situates the content (the message it replies to, the section it sits in):
+    #: searched by keyword with every chunk, neither embedded nor returned.
+    context: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     entity_types: list[str] | None = None
     relationship_types: list[str] | None = None
@@ -300,6 +304,11 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
         if value is not None and not isinstance(value, str):
             raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
         strings[name] = None if value is None else check_text(value, name)
+    if strings["context"] is not None and len(strings["context"]) > config.max_content_chars:
+        raise ContentTooLargeError(
+            f"context has {len(strings['context']):,} characters, over the limit of "
+            f"{config.max_content_chars:,} (KHORA_INGEST_MAX_CONTENT_CHARS)."
+        )
     dedup = kwargs.get("dedup", True)
     if not isinstance(dedup, bool):
         raise InvalidInputError(f"dedup must be True or False, got {dedup!r}")

@@ -63,9 +63,16 @@ def document_records(
             embedding=vectors[i],
             needs_extraction=cid in needs_extraction,
             is_core=i in core,
-            context=contexts[i] if i < len(contexts) else None,
+            context=_searched_context(inp.context, contexts[i] if i < len(contexts) else None),
             **{**system, "metadata": dict(inp.metadata), "tags": list(inp.tags)},
         )
         for i, (cid, span) in enumerate(zip(chunk_ids, spans, strict=True))
     ]
     return document, chunks
+
+
+def _searched_context(given: str | None, derived: str | None) -> str | None:
+    """A chunk's stored context: the caller's ``context`` (keyword search only), then the
+    title and heading path (``chunking.chunk_context``, also embedded)."""
+    parts = [p for p in (given.strip() if given else None, derived) if p]
+    return "\n".join(parts) or None

@@ -9,8 +9,9 @@ environment, a YAML file or keywords still wins.
 preset                what it is for
 ====================  ======================================================================
 ``default``           the specification's settings
-``memory``            chat and agent memory, and question answering over notes and passages:
-                      the BM25 channel on, sharp rank fusion (``k = 5``), no MMR
+``memory``            chat and agent memory, and question answering over notes: the BM25
+                      channel on and weighted first (3.0), sharp rank fusion (``k = 5``), no
+                      MMR; remember messages with ``context=`` (what they reply to)
 ``fast``              no LLM work at query time (no HyDE, no LLM understanding or reranking)
 ``precise``           cross-encoder reranking on, BM25 channel on
 ``evergreen``         recency off: for reference corpora where newer is not better
@@ -55,7 +56,7 @@ def _preset(
 _MEMORY = _preset(
     "memory",
     {"enable_bm25_channel": True, "enable_diversity": False},
-    {"fusion_rrf_k": 5, "fusion_keyword_weight": 1.5},
+    {"fusion_rrf_k": 5, "fusion_keyword_weight": 3.0},
 )
 
 PRESETS: MappingProxyType[str, RetrievalPreset] = MappingProxyType(

@@ -772,6 +772,30 @@ async def test_a_title_is_searched_with_its_chunks(
             await kb.delete_namespace(ns)
 
 
+async def test_a_callers_context_is_searched_by_keyword_alone(kb: Khora, namespace: str, embedder) -> None:
+    """``remember(text, context=...)``: the context finds the chunk by keyword, is not part
+    of what is returned, and does not move the chunk's vector."""
+    reply = "Sure, I can give it to you tomorrow."
+    asked = "Can you send me the lasagne recipe?"
+    await kb.remember(reply, namespace=namespace, context=asked)
+    await kb.remember("The cafeteria opens at eight.", namespace=namespace)
+    res = await kb.recall("lasagne recipe", namespace=namespace, mode=SearchMode.KEYWORD)
+    assert [c.content for c in res.chunks] == [reply]
+    assert all("lasagne" not in c.content for c in res.chunks)
+    assert [d.content for d in res.documents] == [reply]
+    vec = await kb.recall("lasagne recipe", namespace=namespace, mode=SearchMode.VECTOR)
+    hit = next(c for c in vec.chunks if c.content == reply)
+    alone = np.dot(
+        np.asarray(await embedder.embed_query("lasagne recipe")),
+        np.asarray((await embedder.embed_documents([reply]))[0]),
+    )
+    assert hit.vector_similarity == pytest.approx(float(alone), abs=1e-4)
+    # Remembering the same text again without a context does not change what was stored.
+    again = await kb.remember(reply, namespace=namespace)
+    assert again.duplicate
+    assert (await kb.recall("lasagne", namespace=namespace, mode=SearchMode.KEYWORD)).chunks
+
+
 async def test_the_graph_walk_reaches_the_second_hop_through_a_shared_entity(
     kb: Khora, namespace: str, embedder, khora_config
 ) -> None:

@@ -43,6 +43,15 @@ def test_content_rules() -> None:
         prepare_input(CFG, content="ok", titel="typo")
 
 
+def test_context_is_an_optional_string_within_the_content_limit() -> None:
+    assert prepare_input(CFG, content="ok").context is None
+    assert prepare_input(CFG, content="ok", context="What is for dinner?").context == "What is for dinner?"
+    with pytest.raises(InvalidInputError, match="context must be a string"):
+        prepare_input(CFG, content="ok", context=["a list"])
+    with pytest.raises(ContentTooLargeError, match="context has 101 characters"):
+        prepare_input(CFG, content="ok", context="x" * 101)
+
+
 def test_dates_become_aware_utc() -> None:
     assert to_utc("2024-01-15T10:00:00Z", "d") == datetime(2024, 1, 15, 10, tzinfo=timezone.utc)
     assert to_utc(datetime(2024, 1, 15, 10), "d") == datetime(
@@ -101,6 +110,7 @@ def test_metadata_is_made_json_and_tags_are_cleaned() -> None:
         {"content": "a \ud800 b"},
         {"content": "a \x00 b"},
         {"content": "ok", "title": "\udfff"},
+        {"content": "ok", "context": "a \x00 b"},
         {"content": "ok", "tags": ["\x00"]},
         {"content": "ok", "entity_types": ["PER\ud800"]},
         {"content": "ok", "metadata": {"k\ud800": 1}},
