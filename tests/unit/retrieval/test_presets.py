@@ -24,7 +24,7 @@ def test_every_preset_builds_a_config(name: str) -> None:
 def test_memory_preset_settings_and_default_left_alone() -> None:
     cfg = KhoraConfig(preset="memory")
     assert cfg.query.enable_bm25_channel and not cfg.query.enable_diversity
-    assert (cfg.vectorcypher.fusion_rrf_k, cfg.vectorcypher.fusion_keyword_weight) == (5, 1.5)
+    assert (cfg.vectorcypher.fusion_rrf_k, cfg.vectorcypher.fusion_keyword_weight) == (5, 3.0)
     assert KhoraConfig(preset="sharp") == cfg.model_copy(update={"preset": "memory"})  # the old name
     default = KhoraConfig()
     assert default.preset == "default"
@@ -34,7 +34,7 @@ def test_memory_preset_settings_and_default_left_alone() -> None:
 def test_explicit_settings_and_the_environment_override_a_preset(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = KhoraConfig(preset="memory", query={"enable_diversity": True}, vectorcypher={"fusion_rrf_k": 9})
     assert cfg.query.enable_diversity and cfg.query.enable_bm25_channel
-    assert (cfg.vectorcypher.fusion_rrf_k, cfg.vectorcypher.fusion_keyword_weight) == (9, 1.5)
+    assert (cfg.vectorcypher.fusion_rrf_k, cfg.vectorcypher.fusion_keyword_weight) == (9, 3.0)
     monkeypatch.setenv("KHORA_QUERY_ENABLE_BM25_CHANNEL", "false")
     assert not KhoraConfig(preset="memory").query.enable_bm25_channel
     monkeypatch.setenv("KHORA_PRESET", "memory")
