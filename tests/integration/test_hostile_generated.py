@@ -145,13 +145,23 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 @HOSTILE
-@given(content=hostile_text, title=hostile_text, external_id=hostile_text, meta=metadata)
+@given(
+    content=hostile_text, title=hostile_text, context=hostile_text, external_id=hostile_text, meta=metadata
+)
 def test_generated_remember_stores_exactly_or_refuses(
-    kb: KhoraSync, ns: str, content: str, title: str, external_id: str, meta: dict[str, Any]
+    kb: KhoraSync, ns: str, content: str, title: str, context: str, external_id: str, meta: dict[str, Any]
 ) -> None:
     before = kb.stats(ns).documents
     ext = f"x-{external_id}"
-    result = _call(kb.remember, content, namespace=ns, title=title or None, external_id=ext, metadata=meta)
+    result = _call(
+        kb.remember,
+        content,
+        namespace=ns,
+        title=title or None,
+        context=context or None,
+        external_id=ext,
+        metadata=meta,
+    )
     event("refused" if result is None else "stored")
     if result is None:  # refused: nothing written
         _canary_intact(kb, ns, before)
@@ -165,6 +175,7 @@ def test_generated_remember_stores_exactly_or_refuses(
     if not result.duplicate:
         assert found.documents, "a stored document is not found by its own external id"
         assert found.documents[0].metadata == meta
+        assert found.documents[0].content == content  # the context is searched, never stored as content
         assert kb.forget(namespace=ns, external_id=ext)
         _canary_intact(kb, ns, before)
 
