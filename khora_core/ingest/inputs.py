@@ -304,9 +304,10 @@ def prepare_input(config: IngestConfig, **kwargs: Any) -> RememberInput:
         if value is not None and not isinstance(value, str):
             raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
         strings[name] = None if value is None else check_text(value, name)
-    if strings["context"] is not None and len(strings["context"]) > config.max_content_chars:
+    context = strings["context"] = (strings["context"] or "").strip() or None  # blank: none
+    if context is not None and len(context) > config.max_content_chars:
         raise ContentTooLargeError(
-            f"context has {len(strings['context']):,} characters, over the limit of "
+            f"context has {len(context):,} characters, over the limit of "
             f"{config.max_content_chars:,} (KHORA_INGEST_MAX_CONTENT_CHARS)."
         )
     dedup = kwargs.get("dedup", True)

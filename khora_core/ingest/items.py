@@ -34,7 +34,7 @@ class WorkItem:
     created_at: datetime
     spans: list[TextSpan] = field(default_factory=list)
     chunk_ids: list[str] = field(default_factory=list)
-    contexts: list[str | None] = field(default_factory=list)  # searched with each chunk
+    contexts: list[str | None] = field(default_factory=list)  # embedded and searched with each chunk
     vectors: list[list[float]] = field(default_factory=list)
     after: asyncio.Event | None = None  # an earlier item with the same external_id
     # Filled by the per-window stages, dropped once the item is written.

@@ -419,7 +419,8 @@ def _give_up(works: list[WorkItem], cause: StorageUnavailableError, settle: Any)
 
 
 def _search_text(work: WorkItem, i: int) -> str:
-    """What is embedded for chunk ``i``: its context (``Chunk.search_text``), then its text."""
+    """What is embedded for chunk ``i``: its title and heading path (``chunking.chunk_context``),
+    then its text; the caller's ``context`` is searched by keyword only (``records``)."""
     context = work.contexts[i] if i < len(work.contexts) else None
     return f"{context}\n{work.spans[i].text}" if context else work.spans[i].text
 

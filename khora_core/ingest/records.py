@@ -74,5 +74,4 @@ def document_records(
 def _searched_context(given: str | None, derived: str | None) -> str | None:
     """A chunk's stored context: the caller's ``context`` (keyword search only), then the
     title and heading path (``chunking.chunk_context``, also embedded)."""
-    parts = [p for p in (given.strip() if given else None, derived) if p]
-    return "\n".join(parts) or None
+    return "\n".join(p for p in (given, derived) if p) or None
