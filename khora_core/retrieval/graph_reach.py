@@ -4,7 +4,6 @@ relevance")."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -70,15 +69,10 @@ async def reach_by_pages(
     filter: RecallFilter | None,
     temporal_sort: bool,
 ) -> Reached:
-    """Filtered or temporal: one ``chunks_for_entities`` page per group, so the store pushes
-    the filter down and orders by time."""
-    pages = await asyncio.gather(
-        *(
-            stack.graph.chunks_for_entities(
-                namespace_id, ids, limit=limit, filter=filter, temporal_sort=temporal_sort
-            )
-            for ids, _ in groups
-        )
+    """Filtered or temporal: one page per group (``chunks_for_entity_groups``, one read for
+    all), so the store pushes the filter down and orders by time."""
+    pages = await stack.graph.chunks_for_entity_groups(
+        namespace_id, [ids for ids, _ in groups], limit=limit, filter=filter, temporal_sort=temporal_sort
     )
     out = Reached()
     for (_, weight), page in zip(groups, pages, strict=True):

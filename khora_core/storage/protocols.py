@@ -250,6 +250,19 @@ class GraphStore(Protocol):
         """
         ...
 
+    async def chunks_for_entity_groups(
+        self,
+        namespace_id: str,
+        groups: Sequence[Sequence[str]],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        temporal_sort: bool = False,
+    ) -> list[SearchPage]:
+        """``chunks_for_entities`` for each group, one page per group in order, read in one
+        round trip where the store can (the graph channel reaches by several groups at once)."""
+        ...
+
     async def entities_for_chunks(
         self, namespace_id: str, chunk_ids: Sequence[str]
     ) -> dict[str, list[Entity]]: ...

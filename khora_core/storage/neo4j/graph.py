@@ -45,7 +45,12 @@ from khora_core.storage.neo4j.records import (
     relationship_from_props,
 )
 from khora_core.storage.neo4j.schema import NAME_WORDS_INDEX, ensure_schema
-from khora_core.storage.neo4j.search import GET_ENTITIES, chunks_for_entities_tx, neighbourhood_tx
+from khora_core.storage.neo4j.search import (
+    GET_ENTITIES,
+    chunks_for_entities_tx,
+    chunks_for_entity_groups_tx,
+    neighbourhood_tx,
+)
 from khora_core.storage.neo4j.sessions import Sessions
 from khora_core.storage.protocols import ChunkGraph, EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.words import name_words
@@ -311,6 +316,24 @@ class Neo4jGraphStore:
         memory."""
         ids = list(dict.fromkeys(entity_ids))
         return await self._db.read(chunks_for_entities_tx, namespace_id, ids, limit, filter, temporal_sort)
+
+    async def chunks_for_entity_groups(
+        self,
+        namespace_id: str,
+        groups: Sequence[Sequence[str]],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        temporal_sort: bool = False,
+    ) -> list[SearchPage]:
+        """``chunks_for_entities`` for each group of entities, in one read transaction whose
+        first statement pages every group."""
+        ids = [list(dict.fromkeys(group)) for group in groups]
+        if not ids:
+            return []
+        return await self._db.read(
+            chunks_for_entity_groups_tx, namespace_id, ids, limit, filter, temporal_sort
+        )
 
     async def chunk_mentions(
         self, namespace_id: str, entity_ids: Sequence[str], *, per_entity: int

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NEIGHBOURHOOD",
     "chunks_for_entities_tx",
+    "chunks_for_entity_groups_tx",
     "neighbourhood_tx",
     "records_of",
     "rows_of",
@@ -78,6 +79,20 @@ WITH c, sum(m.count) AS total
 ORDER BY {order}
 SKIP $skip LIMIT $size
 RETURN collect({{c: properties(c), total: total}}) AS rows
+"""
+# The first page of every group in one statement (``chunks_for_entity_groups_tx``).
+_CHUNKS_FOR_GROUPS = """
+UNWIND range(0, size($groups) - 1) AS g
+CALL {{
+  WITH g
+  MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
+  WHERE e.id IN $groups[g] AND ({where})
+  WITH c, sum(m.count) AS total
+  ORDER BY {order}
+  LIMIT $size
+  RETURN collect({{c: properties(c), total: total}}) AS rows
+}}
+RETURN collect({{g: g, rows: rows}}) AS rows
 """
 _BY_MENTIONS = "total DESC, c.document_id, c.index, c.id"
 # DESC puts nulls first in Cypher: undated chunks are sent to the back explicitly.
@@ -185,31 +200,80 @@ async def chunks_for_entities_tx(
     cannot starve the page.
     """
     prepared = _prepare_filter(filter)
-    page = SearchPage()
-    where, params = "true", {}
-    if prepared is not None:
-        compiled = prepared[1]
-        page.pushed_keys = list(compiled.pushed_keys)
-        page.post_filtered_keys = list(compiled.residual_keys)
-        where = compiled.sql or "true"
-        params = dict(compiled.params or {})
+    page = _empty_page(prepared)
     if not entity_ids or limit <= 0:
         return page
+    where, params = _where(prepared)
     query = _CHUNKS_FOR_ENTITIES.format(where=where, order=_BY_TIME if temporal_sort else _BY_MENTIONS)
     skip, size = 0, limit if prepared is None else limit * 4
     while True:
         rows = await rows_of(tx, query, ns=ns, ids=entity_ids, skip=skip, size=size, **params)
-        for row in rows:
-            if not present(row["c"]):
-                continue  # deleted while the statement read it
-            chunk = chunk_from_props(row["c"])
-            # Defensive: the pushed part was already enforced, but the result must never
-            # depend on one compiler being exactly right.
-            if prepared is not None and not prepared[0].matches(chunk.filter_record()):
-                continue
-            page.hits.append(ChunkHit(chunk=chunk, score=float(row["total"]), rank=len(page.hits) + 1))
-            if len(page.hits) == limit:
-                return page
-        if len(rows) < size:
+        if _take(page, rows, prepared, limit) or len(rows) < size:
             return page
         skip, size = skip + size, size * 4
+
+
+async def chunks_for_entity_groups_tx(
+    tx: AsyncManagedTransaction,
+    ns: str,
+    groups: list[list[str]],
+    limit: int,
+    filter: Any,
+    temporal_sort: bool,
+) -> list[SearchPage]:
+    """``chunks_for_entities_tx`` for each group, the first page of all of them in one
+    statement; a group whose filtered page came up short while more chunks remain is
+    finished on its own."""
+    prepared = _prepare_filter(filter)
+    pages = [_empty_page(prepared) for _ in groups]
+    live = [i for i, ids in enumerate(groups) if ids]
+    if not live or limit <= 0:
+        return pages
+    where, params = _where(prepared)
+    order = _BY_TIME if temporal_sort else _BY_MENTIONS
+    size = limit if prepared is None else limit * 4
+    rows = await rows_of(
+        tx,
+        _CHUNKS_FOR_GROUPS.format(where=where, order=order),
+        ns=ns,
+        groups=[groups[i] for i in live],
+        size=size,
+        **params,
+    )
+    for row in rows:
+        i = live[int(row["g"])]
+        if not _take(pages[i], row["rows"], prepared, limit) and len(row["rows"]) == size:
+            pages[i] = await chunks_for_entities_tx(tx, ns, groups[i], limit, filter, temporal_sort)
+    return pages
+
+
+def _empty_page(prepared: tuple[Any, Any] | None) -> SearchPage:
+    """A page with no hits that names the filter's pushed and re-checked keys."""
+    page = SearchPage()
+    if prepared is not None:
+        page.pushed_keys = list(prepared[1].pushed_keys)
+        page.post_filtered_keys = list(prepared[1].residual_keys)
+    return page
+
+
+def _where(prepared: tuple[Any, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The compiled filter's Cypher predicate (``true`` without one) and its parameters."""
+    if prepared is None:
+        return "true", {}
+    return prepared[1].sql or "true", dict(prepared[1].params or {})
+
+
+def _take(page: SearchPage, rows: list[dict[str, Any]], prepared: tuple[Any, Any] | None, limit: int) -> bool:
+    """Append the rows that pass the filter's re-check to ``page``; True once it holds ``limit``."""
+    for row in rows:
+        if not present(row["c"]):
+            continue  # deleted while the statement read it
+        chunk = chunk_from_props(row["c"])
+        # Defensive: the pushed part was already enforced, but the result must never
+        # depend on one compiler being exactly right.
+        if prepared is not None and not prepared[0].matches(chunk.filter_record()):
+            continue
+        page.hits.append(ChunkHit(chunk=chunk, score=float(row["total"]), rank=len(page.hits) + 1))
+        if len(page.hits) == limit:
+            return True
+    return False

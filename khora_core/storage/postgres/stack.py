@@ -15,13 +15,20 @@ with PostgreSQL as the source of truth for what recall can see:
 * every chunk the graph channel finds is re-read from PostgreSQL by id, so a chunk whose
   rows are gone (a compensated or replaced document, or a crash between the two writes)
   is never returned, and the chunk carries its embedding for MMR.
-* ``delete_document`` removes the rows first (recall stops seeing the document at once),
-  then the graph nodes; a graph failure is reported after the rows are already gone.
+* ``delete_document`` removes the graph first, then the rows: when either server is
+  unreachable the call fails with the document still stored, so the same ``forget``
+  retried after the outage finishes it.
+
+A large ``write_many`` lands its graph in transactions of about :data:`GRAPH_WRITE_ROWS`
+rows each. Every Neo4j write transaction adds a segment to the Lucene indexes behind the
+entity vector and name searches, and each search visits every segment until Neo4j merges
+them, so a bulk load in small transactions leaves those searches slower
+(``docs/operations.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from khora_core.config import StorageConfig
@@ -34,11 +41,31 @@ if TYPE_CHECKING:
     from khora_core.storage.neo4j import Neo4jGraphStore
     from khora_core.storage.postgres.documents import PostgresDocumentStore
 
-__all__ = ["PostgresNeo4jStack"]
+__all__ = ["GRAPH_WRITE_ROWS", "PostgresNeo4jStack", "graph_slices"]
 
 
-#: Documents per Neo4j transaction in ``write_many``.
-GRAPH_WRITE_SLICE = 64
+#: Graph rows (chunks, entities, mentions, relationships) per Neo4j transaction in
+#: ``write_many``: bounds a transaction's memory on the server while keeping a bulk load to
+#: few transactions (module doc).
+GRAPH_WRITE_ROWS = 20_000
+
+
+def graph_slices(
+    batches: Sequence[WriteBatch], max_rows: int = GRAPH_WRITE_ROWS
+) -> Iterator[list[WriteBatch]]:
+    """Consecutive runs of ``batches`` holding at most ``max_rows`` graph rows each (a
+    document larger than that alone), in order."""
+    part: list[WriteBatch] = []
+    rows = 0
+    for batch in batches:
+        size = len(batch.chunks) + len(batch.entities) + len(batch.mentions) + len(batch.relationships)
+        if part and rows + size > max_rows:
+            yield part
+            part, rows = [], 0
+        part.append(batch)
+        rows += size
+    if part:
+        yield part
 
 
 class _RowCheckedGraph:
@@ -63,15 +90,40 @@ class _RowCheckedGraph:
         page = await self._graph.chunks_for_entities(
             namespace_id, entity_ids, limit=limit, filter=filter, temporal_sort=temporal_sort
         )
-        rows = {
-            c.id: c for c in await self._documents.get_chunks(namespace_id, [h.chunk.id for h in page.hits])
-        }
-        hits: list[ChunkHit] = []
-        for hit in page.hits:
-            row = rows.get(hit.chunk.id)
-            if row is not None:
-                hits.append(hit.model_copy(update={"chunk": row, "rank": len(hits) + 1}))
-        return SearchPage(hits=hits, pushed_keys=page.pushed_keys, post_filtered_keys=page.post_filtered_keys)
+        return (await self._rows_checked(namespace_id, [page]))[0]
+
+    async def chunks_for_entity_groups(
+        self,
+        namespace_id: str,
+        groups: Sequence[Sequence[str]],
+        *,
+        limit: int,
+        filter: RecallFilter | None = None,
+        temporal_sort: bool = False,
+    ) -> list[SearchPage]:
+        pages = await self._graph.chunks_for_entity_groups(
+            namespace_id, groups, limit=limit, filter=filter, temporal_sort=temporal_sort
+        )
+        return await self._rows_checked(namespace_id, pages)
+
+    async def _rows_checked(self, namespace_id: str, pages: list[SearchPage]) -> list[SearchPage]:
+        """The pages with each chunk re-read from PostgreSQL (one read for all), dropping
+        the chunks whose rows are gone."""
+        wanted = list(dict.fromkeys(h.chunk.id for page in pages for h in page.hits))
+        rows = {c.id: c for c in await self._documents.get_chunks(namespace_id, wanted)} if wanted else {}
+        checked: list[SearchPage] = []
+        for page in pages:
+            hits: list[ChunkHit] = []
+            for hit in page.hits:
+                row = rows.get(hit.chunk.id)
+                if row is not None:
+                    hits.append(hit.model_copy(update={"chunk": row, "rank": len(hits) + 1}))
+            checked.append(
+                SearchPage(
+                    hits=hits, pushed_keys=page.pushed_keys, post_filtered_keys=page.post_filtered_keys
+                )
+            )
+        return checked
 
 
 class PostgresNeo4jStack:
@@ -129,9 +181,7 @@ class PostgresNeo4jStack:
         await self.documents.write_rows_many(namespace_id, batches)
         landed: set[str] = set()  # documents whose graph part is in Neo4j
         try:
-            # Neo4j in slices: one huge transaction is slower than a few mid-sized ones.
-            for lo in range(0, len(batches), GRAPH_WRITE_SLICE):
-                part = batches[lo : lo + GRAPH_WRITE_SLICE]
+            for part in graph_slices(batches):
                 await self._neo4j.write_batches(namespace_id, part)
                 landed.update(b.document.id for b in part)
         except BaseException as exc:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from khora_core.errors import InvalidInputError
-from khora_core.models import Entity, Relationship
+from khora_core.models import ChunkHit, Entity, Relationship
 from khora_core.storage.chunk_graph import read_chunk_graph
 from khora_core.storage.protocols import ChunkGraph, EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.sqlite_lance.db import Database
@@ -254,6 +254,37 @@ class SqliteGraphStore:
                 what="read entity chunks",
             )
         return page
+
+    async def chunks_for_entity_groups(
+        self,
+        namespace_id: str,
+        groups: Sequence[Sequence[str]],
+        *,
+        limit: int,
+        filter: Any = None,
+        temporal_sort: bool = False,
+    ) -> list[SearchPage]:
+        """``chunks_for_entities`` for each group of entities, in one read transaction."""
+        prepared = prepare(filter)
+        ids = [list(dict.fromkeys(group)) for group in groups]
+
+        def each(conn: sqlite3.Connection) -> list[list[ChunkHit]]:
+            return [
+                chunks_mentioning(conn, namespace_id, group, limit, prepared, temporal_sort)
+                if group and limit > 0
+                else []
+                for group in ids
+            ]
+
+        found = await self._db.read_tx(each, what="read entity chunks") if ids else []
+        return [
+            SearchPage(
+                hits=hits,
+                pushed_keys=list(prepared.pushed_keys) if prepared else [],
+                post_filtered_keys=list(prepared.residual_keys) if prepared else [],
+            )
+            for hits in found
+        ]
 
     async def chunk_mentions(
         self, namespace_id: str, entity_ids: Sequence[str], *, per_entity: int
