@@ -35,8 +35,10 @@ then the servers, and from the first second after the load times three consecuti
 of ``--max-questions`` questions (100) in VECTOR, HYBRID and ALL, the two stacks interleaved
 question by question. It reports p50 / p95 / p99 per pass, mode and stack, the targets
 (every pass's p95 within 1.5x the embedded store's, passes within 20%), the servers' CPU
-and autovacuum runs per pass, and stage medians. ``remember_batch`` settles the servers
-after the load (``Khora.settle``) unless ``--no-settle``.
+and autovacuum runs per pass, and stage medians. After the load each stack is settled and
+warmed up as a service would before taking traffic (``Khora.settle(namespace=...)``: on
+PostgreSQL + Neo4j, VACUUM (ANALYZE), Neo4j's indexes and plans; then, on both stacks, 60
+recalls cut from the namespace's documents) unless ``--no-settle``.
 """
 
 from __future__ import annotations
@@ -470,7 +472,7 @@ async def fresh_async(args: argparse.Namespace) -> None:
     qs = pool[: args.max_questions or 100]
     print(
         f"{len(items)} passages from {', '.join(names)}; {len(qs)} questions x {len(FRESH_MODES)} modes "
-        f"x {FRESH_PASSES} passes per stack; settle after remember_batch: {not args.no_settle}"
+        f"x {FRESH_PASSES} passes per stack; settle and warm up after the load: {not args.no_settle}"
     )
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     state = Path(tempfile.mkdtemp(prefix="khora-fresh-"))
@@ -485,7 +487,7 @@ async def fresh_async(args: argparse.Namespace) -> None:
     try:
         cfgs = stack_configs("all")
         for name in ("sqlite_lance", "postgres"):  # the server stack loads last: timing starts on it
-            kwargs = {"engine_kwargs": {"settle_after_chunks": 0}} if args.no_settle else {}
+            kwargs = {"engine_kwargs": {"settle_after_chunks": 0}}
             kb = kbs[name] = await Khora(config=cfgs[name], embedder=embedder, **kwargs).open()
             ns = (await kb.create_namespace("bench-fresh", namespace="bench-fresh")).namespace_id
             embedder.live = False
@@ -493,9 +495,13 @@ async def fresh_async(args: argparse.Namespace) -> None:
             outcomes = await kb.remember_batch(items, namespace=ns, progress=args.progress)
             stats = await kb.stats(ns)
             failed = sum(1 for o in outcomes if isinstance(o, Exception))
+            loaded_s = time.perf_counter() - t0
+            embedder.live = True  # the warm-up embeds its questions as a service would
+            settled = "not run" if args.no_settle else (await kb.settle(namespace=ns) or "nothing to do")
+            embedder.live = False
             print(
-                f"[{name}] {len(items)} passages in {time.perf_counter() - t0:.1f}s: {stats.chunks} chunks, "
-                f"{stats.entities} entities, {failed} failures; settle: {kb.engine.last_settle or 'not run'}",
+                f"[{name}] {len(items)} passages in {loaded_s:.1f}s: {stats.chunks} chunks, "
+                f"{stats.entities} entities, {failed} failures; settle(namespace=...): {settled}",
                 flush=True,
             )
         pg = kbs["postgres"]
@@ -655,7 +661,7 @@ def main() -> None:
         "the embedded store (starts and stops its own PostgreSQL and Neo4j)",
     )
     parser.add_argument(
-        "--no-settle", action="store_true", help="with --fresh: remember_batch does not settle the servers"
+        "--no-settle", action="store_true", help="with --fresh: no settle and warm-up after the load"
     )
     parser.add_argument(
         "--vectorstore-warmup",

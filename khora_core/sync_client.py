@@ -132,16 +132,15 @@ class KhoraSync:
             self.aio.remember_batch(items, namespace=namespace, concurrency=concurrency, progress=progress)
         )
 
-    def settle(self) -> dict[str, Any]:
+    def settle(self, *, namespace: str | None = None) -> dict[str, Any]:
         """Bring the storage servers to steady reads after a large write, using what they
         offer: on PostgreSQL + Neo4j, ``VACUUM (ANALYZE)`` of Khora's tables, Neo4j's
         indexes awaited online, outdated index samples refreshed and cached query plans
-        dropped. ``remember_batch`` calls it itself after storing 1,000 chunks or more
-        (``engine_kwargs={"settle_after_chunks": N}`` changes that; 0 turns it off).
-        Nothing to do on the embedded store. Affects every namespace on those servers.
+        dropped (nothing to settle on the embedded store); given ``namespace``, then warm the
+        read path with recalls cut from that namespace's documents (no LLM is called).
 
         See ``Khora.settle``."""
-        return run_sync(self.aio.settle())
+        return run_sync(self.aio.settle(namespace=namespace))
 
     def repair(self, *, namespace: str) -> RepairReport:
         """Find and finish documents a failed write left half-stored in ``namespace``.

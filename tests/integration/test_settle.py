@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from khora_core import Khora, KhoraConfig, KhoraSync
-from khora_core.errors import InvalidInputError
+from khora_core.errors import InvalidInputError, NamespaceNotFoundError
 from tests.fixtures.stacks import config_for
 
 _STEPS = {"postgres_vacuum_analyze_s", "neo4j_await_indexes_s", "neo4j_resample_s", "neo4j_clear_plans_s"}
@@ -75,9 +75,46 @@ async def test_settle_off_and_explicit(config: KhoraConfig, stack_name: str, emb
             await kb.delete_namespace(ns)
 
 
+async def test_settle_with_a_namespace_warms_its_read_path(
+    config: KhoraConfig, stack_name: str, embedder: Any
+) -> None:
+    engine_kwargs = {"settle_after_chunks": 0, "warm_up_recalls": 7}
+    async with Khora(config=config, embedder=embedder, engine_kwargs=engine_kwargs) as kb:
+        ns = (await kb.create_namespace("warm", namespace=f"warm-{uuid.uuid4().hex[:8]}")).namespace_id
+        try:
+            await kb.remember_batch(_items(4), namespace=ns)
+            before = await kb.stats(ns)
+            searched: list[str] = []
+            vectors = kb.engine.stack.vectors
+            search = vectors.search
+
+            async def counted(namespace_id: str, *args: Any, **kwargs: Any) -> Any:
+                searched.append(namespace_id)
+                return await search(namespace_id, *args, **kwargs)
+
+            vectors.search = counted
+            try:
+                report = await kb.settle(namespace=ns)
+            finally:
+                del vectors.search
+            steps = _STEPS if stack_name == "postgres" else set()
+            assert set(report) == steps | {"warm_up_recalls", "warm_up_s"}, report
+            assert report["warm_up_recalls"] == 7
+            assert searched and set(searched) == {ns}  # it recalled, in that namespace only
+            assert await kb.stats(ns) == before  # a warm-up reads, never writes
+            with pytest.raises(NamespaceNotFoundError):
+                await kb.settle(namespace=f"missing-{uuid.uuid4().hex[:8]}")
+        finally:
+            await kb.delete_namespace(ns)
+
+
 def test_sync_twin(tmp_path: Any, embedder: Any) -> None:
     with KhoraSync(data_dir=str(tmp_path / "d"), embedder=embedder) as kb:
         assert kb.settle() == {}
+        ns = kb.create_namespace("warm", namespace="warm").namespace_id
+        kb.remember("Marie Curie worked in Paris.", namespace=ns)
+        report = kb.settle(namespace=ns)
+        assert report["warm_up_recalls"] == 60 and report["warm_up_s"] >= 0
         assert kb.unsettled() == []
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from khora_core.config import KhoraConfig
 from khora_core.embedding.base import Embedder
 from khora_core.engines.vectorcypher.entities import EntityReader
+from khora_core.engines.vectorcypher.warm_up import WARM_UP_RECALLS, warm_up
 from khora_core.models import RecallResult, RememberResult, RepairReport, SearchMode
 from khora_core.storage.protocols import StorageStack
 
@@ -36,6 +37,8 @@ class VectorCypherEngine:
             otherwise the offline extractor.
         settle_after_chunks: a ``remember_batch`` storing at least this many new chunks
             ends with ``settle()``; 0 never settles on its own.
+        warm_up_recalls: recalls that ``settle(namespace_id)`` runs to warm the read path
+            (``warm_up.py``); 0 turns the warm-up off.
     """
 
     name = "vectorcypher"
@@ -49,12 +52,14 @@ class VectorCypherEngine:
         llm: LLMClient | None = None,
         extractor: Any = None,
         settle_after_chunks: int = SETTLE_AFTER_CHUNKS,
+        warm_up_recalls: int = WARM_UP_RECALLS,
     ) -> None:
         from khora_core.ingest.pipeline import IngestPipeline
         from khora_core.retrieval.pipeline import RecallPipeline
 
         self.stack = stack
         self.settle_after_chunks = int(settle_after_chunks)
+        self.warm_up_recalls = int(warm_up_recalls)
         #: What the last ``settle()`` did (seconds per step), empty before the first.
         self.last_settle: dict[str, Any] = {}
         self.embedder = embedder
@@ -99,12 +104,21 @@ class VectorCypherEngine:
             await self.settle()
         return results
 
-    async def settle(self) -> dict[str, Any]:
+    async def settle(self, namespace_id: str | None = None) -> dict[str, Any]:
         """Bring the stack to steady reads after a large write (a stack without background
-        work, the embedded one, does nothing). Returns seconds per step."""
+        work, the embedded one, has nothing to settle) and, given a namespace, warm its read
+        path with ``warm_up_recalls`` recalls from that namespace's documents
+        (``warm_up.py``). Returns seconds per step."""
         settle = getattr(self.stack, "settle", None)
-        self.last_settle = dict(await settle()) if settle is not None else {}
-        return self.last_settle
+        report = dict(await settle()) if settle is not None else {}
+        if namespace_id is not None and self.warm_up_recalls > 0:
+            report.update(
+                await warm_up(
+                    self.stack, self.embedder, self.config, namespace_id, recalls=self.warm_up_recalls
+                )
+            )
+        self.last_settle = report
+        return report
 
     async def repair(self, namespace_id: str) -> RepairReport:
         """Remove stranded graphs and rebuild missing ones (``repair.repair_namespace``)."""
