@@ -2,7 +2,8 @@
 
     python -m benchmarks.latency [--stack all|sqlite_lance|postgres] [--corpus all] [--limit N]
                                  [--max-questions N] [--no-pgvector] [--warmup N] [--no-gc-freeze]
-    python -m benchmarks.latency --fresh [--no-settle] [--limit 3000] [--max-questions 100]
+    python -m benchmarks.latency --fresh [--no-settle] [--warm-up-recalls 60] [--limit 3000]
+                                 [--max-questions 100]
 
 Every development corpus (multi-hop passages and LoCoMo turns, about 11,800 passages) is
 remembered into one namespace per stack with the offline extractor; passage embeddings come
@@ -37,8 +38,9 @@ question by question. It reports p50 / p95 / p99 per pass, mode and stack, the t
 (every pass's p95 within 1.5x the embedded store's, passes within 20%), the servers' CPU
 and autovacuum runs per pass, and stage medians. After the load each stack is settled and
 warmed up as a service would before taking traffic (``Khora.settle(namespace=...)``: on
-PostgreSQL + Neo4j, VACUUM (ANALYZE), Neo4j's indexes and plans; then, on both stacks, 60
-recalls cut from the namespace's documents) unless ``--no-settle``.
+PostgreSQL + Neo4j, VACUUM (ANALYZE), Neo4j's indexes and plans; then, on both stacks,
+``--warm-up-recalls`` recalls cut from the namespace's documents, Khora's default 150) unless
+``--no-settle``.
 """
 
 from __future__ import annotations
@@ -487,7 +489,10 @@ async def fresh_async(args: argparse.Namespace) -> None:
     try:
         cfgs = stack_configs("all")
         for name in ("sqlite_lance", "postgres"):  # the server stack loads last: timing starts on it
-            kwargs = {"engine_kwargs": {"settle_after_chunks": 0}}
+            engine_kwargs: dict[str, Any] = {"settle_after_chunks": 0}
+            if args.warm_up_recalls is not None:
+                engine_kwargs["warm_up_recalls"] = args.warm_up_recalls
+            kwargs = {"engine_kwargs": engine_kwargs}
             kb = kbs[name] = await Khora(config=cfgs[name], embedder=embedder, **kwargs).open()
             ns = (await kb.create_namespace("bench-fresh", namespace="bench-fresh")).namespace_id
             embedder.live = False
@@ -662,6 +667,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--no-settle", action="store_true", help="with --fresh: no settle and warm-up after the load"
+    )
+    parser.add_argument(
+        "--warm-up-recalls",
+        type=int,
+        default=None,
+        help="with --fresh: recalls of the warm-up after the load (Khora's default, 150, unless given)",
     )
     parser.add_argument(
         "--vectorstore-warmup",

@@ -481,6 +481,51 @@ async def test_filter_pushdown_and_recheck(store: Neo4jGraphStore, graph_namespa
     assert [h.chunk.id for h in page.hits] == ["d1-c0"]
 
 
+async def test_entity_groups_page_like_single_reads_when_the_recheck_drops_a_whole_page(
+    store: Neo4jGraphStore, graph_namespace: str
+) -> None:
+    """A residual filter (re-checked in memory) that drops every row of a group's first
+    page sends that group to the paged read; the other groups keep their one-statement page."""
+    ns = graph_namespace
+    texts = [f"bronze {i}" for i in range(12)]
+    await store.write_batch(
+        ns,
+        make_batch(
+            ns,
+            "many",
+            texts,
+            entities={"X": "CONCEPT", "Y": "CONCEPT"},
+            mentions=[("X", i, 9) for i in range(12)] + [("Y", 0, 1)],
+            occurred=[T0] * 12,
+            metadata={"tier": "bronze"},
+        ),
+    )
+    await store.write_batch(
+        ns,
+        make_batch(
+            ns,
+            "gold",
+            ["gold"],
+            entities={"X": "CONCEPT"},
+            mentions=[("X", 0, 1)],
+            occurred=[T0],
+            metadata={"tier": "gold"},
+        ),
+    )
+    x, y = entity_id(ns, "X"), entity_id(ns, "Y")
+    groups = [[x], [y], [], [x, y]]
+    for options in ({"filter": {"metadata.tier": "gold"}}, {"filter": {"metadata.tier": "bronze"}}, {}):
+        for limit in (1, 2, 20):
+            grouped = await store.chunks_for_entity_groups(ns, groups, limit=limit, **options)
+            single = [await store.chunks_for_entities(ns, g, limit=limit, **options) for g in groups]
+            assert [[(h.chunk.id, h.score, h.rank) for h in p.hits] for p in grouped] == [
+                [(h.chunk.id, h.score, h.rank) for h in p.hits] for p in single
+            ], (options, limit)
+    gold = await store.chunks_for_entity_groups(ns, groups, limit=1, filter={"metadata.tier": "gold"})
+    assert [[h.chunk.id for h in p.hits] for p in gold] == [["gold-c0"], [], [], ["gold-c0"]]
+    assert gold[0].post_filtered_keys == ["metadata.tier"]
+
+
 async def test_upsert_graph_and_delete_entities(
     store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
 ) -> None:

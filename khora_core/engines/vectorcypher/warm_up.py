@@ -10,8 +10,8 @@ load, HYBRID recall's p95 over the first 100 questions was 2.7-3.9x its later p9
 
 :func:`warm_up` runs recalls whose questions are word windows cut from the namespace's own
 documents, cycling HYBRID, VECTOR and ALL, through a read path without an LLM (whatever the
-configuration, no model is called), and discards the results. It reads and writes nothing
-else.
+configuration, no model is called), for at most :data:`WARM_UP_MAX_S` seconds, and discards
+the results. It reads and writes nothing else.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ if TYPE_CHECKING:
     from khora_core.embedding.base import Embedder
     from khora_core.storage.protocols import StorageStack
 
-__all__ = ["QUESTION_WORDS", "WARM_UP_RECALLS", "warm_up", "warm_up_questions"]
+__all__ = ["QUESTION_WORDS", "WARM_UP_MAX_S", "WARM_UP_RECALLS", "warm_up", "warm_up_questions"]
 
 #: Recalls a warm-up runs unless told otherwise.
-WARM_UP_RECALLS = 60
+WARM_UP_RECALLS = 150
+#: A warm-up stops after this many seconds even if recalls are left.
+WARM_UP_MAX_S = 30.0
 #: Words in a warm-up question, about a user's question.
 QUESTION_WORDS = 12
 _MODES = (SearchMode.HYBRID, SearchMode.VECTOR, SearchMode.ALL)
@@ -60,8 +62,10 @@ async def warm_up(
     namespace_id: str,
     *,
     recalls: int = WARM_UP_RECALLS,
+    max_s: float = WARM_UP_MAX_S,
 ) -> dict[str, Any]:
-    """Run ``recalls`` recalls in ``namespace_id`` (module doc) and say how many and how long.
+    """Run up to ``recalls`` recalls in ``namespace_id`` (module doc), stopping after
+    ``max_s`` seconds, and say how many ran and how long they took.
 
     Returns:
         ``{"warm_up_recalls": n, "warm_up_s": seconds}``; ``n`` is 0 when the namespace has
@@ -73,6 +77,10 @@ async def warm_up(
     documents = await stack.documents.list_documents(namespace_id, limit=max(1, min(recalls, 1000)))
     questions = warm_up_questions([d.content for d in documents], recalls)
     pipeline = RecallPipeline(stack=stack, embedder=embedder, config=config, llm=None)
-    for i, question in enumerate(questions):
-        await pipeline.recall(question, namespace_id=namespace_id, limit=10, mode=_MODES[i % len(_MODES)])
-    return {"warm_up_recalls": len(questions), "warm_up_s": round(time.perf_counter() - t0, 3)}
+    done = 0
+    for question in questions:
+        if time.perf_counter() - t0 >= max_s:
+            break
+        await pipeline.recall(question, namespace_id=namespace_id, limit=10, mode=_MODES[done % len(_MODES)])
+        done += 1
+    return {"warm_up_recalls": done, "warm_up_s": round(time.perf_counter() - t0, 3)}
