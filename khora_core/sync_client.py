@@ -136,10 +136,12 @@ class KhoraSync:
         """Bring the storage servers to steady reads after a large write, using what they
         offer: on PostgreSQL + Neo4j, ``VACUUM (ANALYZE)`` of Khora's tables, Neo4j's
         indexes awaited online, outdated index samples refreshed and cached query plans
-        dropped (nothing to settle on the embedded store); given ``namespace``, then warm the
-        read path with recalls cut from that namespace's documents (no LLM is called).
+        dropped. ``remember_batch`` calls it itself after storing 1,000 chunks or more
+        (``engine_kwargs={"settle_after_chunks": N}`` changes that; 0 turns it off).
+        Nothing to do on the embedded store. Affects every namespace on those servers.
 
-        See ``Khora.settle``."""
+        Given ``namespace``, it then warms the read path with recalls cut from that
+        namespace's documents (no LLM is called). See ``Khora.settle``."""
         return run_sync(self.aio.settle(namespace=namespace))
 
     def repair(self, *, namespace: str) -> RepairReport:
