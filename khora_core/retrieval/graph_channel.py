@@ -11,9 +11,7 @@ scale (the chunk count is read before the walk and cached briefly:
 **Walk.** The adaptive-depth walk from the entry entities does not pass through an entity
 that is common (as above) and has more mentions than the channel reads per entity
 (``walk_through_limit``): such an entity links everything to everything, and expanding it
-costs its whole degree, which grows with the store. Nor are such an entity's chunks read
-when the walk reaches it or a nearest passage names it; only an entry entity (one the
-question names or is nearest to) is read whatever its count.
+costs its whole degree, which grows with the store.
 
 **Evidence.** After the walk, a chunk's graph evidence is the sum of the
 scores of the entry entities it mentions, plus ``0.5 ** d`` times the channel's quality for
@@ -187,17 +185,9 @@ async def graph_channel(
             entity_mentions, chunks_in_namespace, common_share=config.graph_common_entity_share
         )
 
-    # An entity too common to walk through is not read for its chunks either, unless the
-    # question names it (an entry entity): what it reaches is an arbitrary share of all that
-    # mentions it, and reading even that share costs its whole degree.
-    common = walk_through_limit(chunks_in_namespace, config) if counting is not None else None
-
-    def readable(entity_mentions: int) -> bool:
-        return common is None or entity_mentions <= common
-
     specificity = {eid: specific(mentions[eid]) for eid in seeds}
     seeds = {eid: (n, s * specificity[eid], h) for eid, (n, s, h) in seeds.items()}
-    passage_seeds = {eid: s * specific(n) for eid, (s, n) in passage_found.items() if readable(n)}
+    passage_seeds = {eid: s * specific(n) for eid, (s, n) in passage_found.items()}
     quality = graph_quality(s for _, s, _ in seeds.values())
     info: dict[str, Any] = {
         "entry_entities": [
@@ -214,14 +204,8 @@ async def graph_channel(
 
     rings: dict[int, list[str]] = {}
     if hood is not None:
-        degree = {e.id: e.mention_count for e in hood.entities}
         far = sorted(
-            (
-                (eid, d)
-                for eid, d in hood.distance.items()
-                if eid not in seeds and d > 0 and readable(degree.get(eid, 0))
-            ),
-            key=lambda p: p[1],
+            ((eid, d) for eid, d in hood.distance.items() if eid not in seeds and d > 0), key=lambda p: p[1]
         )[: config.retriever_max_entities]
         for eid, d in far:
             rings.setdefault(d, []).append(eid)

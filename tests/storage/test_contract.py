@@ -881,49 +881,6 @@ async def test_the_walk_does_not_pass_through_an_entity_mentioned_past_max_menti
     assert from_hub.distance == {"e-hub": 0}
 
 
-async def test_the_graph_channel_reads_no_chunks_through_a_common_entity_the_question_does_not_name(
-    kb: Khora, namespace: str, embedder, khora_config
-) -> None:
-    """An entity too common to walk through (``walk_through_limit``) that the walk reaches,
-    or that a nearest passage names, is not read for its chunks; a rarer one is, and an
-    entity the question names is whatever its count."""
-    stack, dim = kb._stack, kb.engine.embedder.dimension
-    names = {"e-ana": "Ana", "e-hub": "Hubland", "e-near": "Nearby"}
-    ents = [Entity(id=i, namespace_id=namespace, name=n) for i, n in names.items()]
-
-    def rel(a: str, b: str) -> Relationship:
-        return Relationship(
-            id=f"r-{a}-{b}", namespace_id=namespace, source_id=a, target_id=b, type="NEAR", document_id="d0"
-        )
-
-    batches = [
-        _doc_batch(namespace, "d0", "Ana near Hubland and Nearby.", dim, entities=ents,
-                   mentions=["e-ana", "e-hub", "e-near"], relationships=[rel("e-ana", "e-hub"), rel("e-ana", "e-near")]),
-        *(_doc_batch(namespace, f"d{i}", f"Hubland, part {i}.", dim, mentions=["e-hub"]) for i in range(1, 7)),
-        _doc_batch(namespace, "d7", "Nearby, the other part.", dim, mentions=["e-near"]),
-    ]  # fmt: skip
-    await stack.write_many(namespace, batches)
-    # 8 chunks: an entity is too common to walk through past max(0.2 x 8, 2) = 2 mentions;
-    # Hubland has 7, Nearby 2.
-    tight = khora_config.model_copy(
-        update={
-            "vectorcypher": khora_config.vectorcypher.model_copy(
-                update={"graph_reach_scan": 2, "graph_common_entity_share": 0.2}
-            )
-        }
-    )
-    async with Khora(config=tight, embedder=embedder) as tight_kb:
-        about_ana = await tight_kb.recall(
-            "Who is Ana near?", namespace=namespace, mode=SearchMode.GRAPH, limit=10
-        )
-        about_hub = await tight_kb.recall(
-            "What is Hubland?", namespace=namespace, mode=SearchMode.GRAPH, limit=10
-        )
-    assert {c.document_id for c in about_ana.chunks} == {"d0", "d7"}
-    hub_only = {f"d{i}" for i in range(1, 7)}
-    assert len(hub_only & {c.document_id for c in about_hub.chunks}) >= 3  # named: read
-
-
 async def test_entity_and_relationship_properties_merge_key_by_key(kb: Khora, namespace: str) -> None:
     """Free-form ``properties`` (nested JSON) are stored and read back by every graph read;
     a later upsert updates them key by key (in one write and across writes), an upsert
