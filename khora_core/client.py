@@ -318,8 +318,9 @@ class Khora:
         Nothing to do on the embedded store. Affects every namespace on those servers.
 
         Given ``namespace``, it then warms the read path before traffic comes, on every
-        stack: 150 recalls, for 30 seconds at most (``engine_kwargs={"warm_up_recalls": N}``),
-        whose questions are cut from that namespace's documents, so that Neo4j plans its statements and compiles its
+        stack: up to 150 recalls, for 30 seconds at most
+        (``engine_kwargs={"warm_up_recalls": N}``; 0 turns it off), whose questions are cut
+        from that namespace's documents, so that Neo4j plans its statements and compiles its
         read paths, and the embedded store loads its vectors, on them rather than on the
         first users' questions. The warm-up never calls an LLM and discards its results.
         Call it once a service has loaded its data (or has just started) and before it takes

@@ -1,12 +1,12 @@
-"""Warming a server stack's read path before it takes traffic.
+"""Warming a stack's read path before it takes traffic.
 
 A Neo4j server plans each Cypher statement on its first call, and again for each size class
 of its list parameters (1, 2-10, 11-100 and 101-1,000 items), at about 70 ms a plan on a
 warm JVM; its JVM compiles the read paths over the first few hundred queries; and
 ``settle`` drops the cached plans on purpose, so that they are made against the loaded
 graph. Without a warm-up the first users' recalls pay for all of it: right after a bulk
-load, HYBRID recall's p95 over the first 100 questions was 2.7-3.9x its later p95
-(``docs/operations.md``).
+load, HYBRID recall's p95 over the first 100 questions was 1.7-2.5x its p95 a minute later
+(``docs/operations.md``). The embedded store loads its vectors on its first search.
 
 :func:`warm_up` runs recalls whose questions are word windows cut from the namespace's own
 documents, cycling HYBRID, VECTOR and ALL, through a read path without an LLM (whatever the
