@@ -2,7 +2,8 @@
 
 Every public method checks its arguments (``khora_core.arguments``) before it reads or
 writes, and takes the namespace as ``namespace=``. ``KhoraSync``, the sync twin, lives in
-``khora_core.sync_client`` and is importable from here too.
+``khora_core.sync_client`` and is importable from here too; the server-maintenance methods
+(``settle``, ``unsettled``, ``repair``) are in ``khora_core.client_operations``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from khora_core.arguments import (
     recall_arguments,
     resolved_config,
 )
+from khora_core.client_operations import ServerOperations
 from khora_core.config import KhoraConfig
 from khora_core.errors import ConfigError, InvalidInputError, KhoraError, NamespaceNotFoundError
 from khora_core.models import (
@@ -33,7 +35,6 @@ from khora_core.models import (
     NamespaceStats,
     RecallResult,
     RememberResult,
-    RepairReport,
     SearchMode,
 )
 
@@ -53,7 +54,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class Khora:
+class Khora(ServerOperations):
     """Khora's memory engine: ``remember``, ``recall``, ``forget`` over one storage stack.
 
     Use it as an async context manager::
@@ -308,51 +309,6 @@ class Khora:
         return await self.engine.remember_batch(
             normalised, namespace_id=namespace, concurrency=concurrency, progress=progress
         )
-
-    async def settle(self, *, namespace: str | None = None) -> dict[str, Any]:
-        """Bring the storage servers to steady reads after a large write, using what they
-        offer: on PostgreSQL + Neo4j, ``VACUUM (ANALYZE)`` of Khora's tables, Neo4j's
-        indexes awaited online, outdated index samples refreshed and cached query plans
-        dropped. ``remember_batch`` calls it itself after storing 1,000 chunks or more
-        (``engine_kwargs={"settle_after_chunks": N}`` changes that; 0 turns it off).
-        Nothing to do on the embedded store. Affects every namespace on those servers.
-
-        Given ``namespace``, it then warms the read path before traffic comes, on every
-        stack: up to 150 recalls, for 30 seconds at most
-        (``engine_kwargs={"warm_up_recalls": N}``; 0 turns it off), whose questions are cut
-        from that namespace's documents, so that Neo4j plans its statements and compiles its
-        read paths, and the embedded store loads its vectors, on them rather than on the
-        first users' questions. The warm-up never calls an LLM and discards its results.
-        Call it once a service has loaded its data (or has just started) and before it takes
-        traffic.
-
-        Returns:
-            Seconds per step (none on the embedded store), with ``warm_up_recalls`` and
-            ``warm_up_s`` when it warmed up.
-
-        Raises:
-            NamespaceNotFoundError: ``namespace`` does not exist.
-        """
-        if namespace is not None:
-            await self.get_namespace(namespace)
-        return dict(await self.engine.settle(namespace))
-
-    async def repair(self, *, namespace: str) -> RepairReport:
-        """Find and finish documents a failed write left half-stored in ``namespace``.
-
-        On PostgreSQL + Neo4j, a graph whose rows were rolled back while Neo4j was down is
-        removed, and a document stored without its graph (the process died between the two
-        writes) is remembered again; one whose repair fails is left as it was, in
-        ``failed``. Nothing to repair on the embedded store. ``khora repair -n NS`` runs it.
-        """
-        await self.get_namespace(namespace)
-        return await self.engine.repair(namespace)
-
-    async def unsettled(self) -> list[str]:
-        """What the storage servers still have to do after recent writes before recall
-        latency is steady (tables autovacuum would analyze, Neo4j indexes still
-        populating), one line each; empty when there is nothing (always, embedded)."""
-        return list(await self.engine.unsettled())
 
     @namespace_alias
     async def forget(
