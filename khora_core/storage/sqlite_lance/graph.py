@@ -237,23 +237,10 @@ class SqliteGraphStore:
         """Chunks that mention the entities, by total mentions (``temporal_sort``: newest
         ``occurred_at`` first, undated last). ``score`` is the mention count. The filter is
         pushed into the same SQLite query and re-checked in memory."""
-        prepared = prepare(filter)
-        page = SearchPage(
-            pushed_keys=list(prepared.pushed_keys) if prepared else [],
-            post_filtered_keys=list(prepared.residual_keys) if prepared else [],
+        pages = await self.chunks_for_entity_groups(
+            namespace_id, [entity_ids], limit=limit, filter=filter, temporal_sort=temporal_sort
         )
-        ids = list(dict.fromkeys(entity_ids))
-        if ids and limit > 0:
-            page.hits = await self._db.read_tx(
-                chunks_mentioning,
-                namespace_id,
-                ids,
-                limit,
-                prepared,
-                temporal_sort,
-                what="read entity chunks",
-            )
-        return page
+        return pages[0]
 
     async def chunks_for_entity_groups(
         self,
@@ -270,13 +257,15 @@ class SqliteGraphStore:
 
         def each(conn: sqlite3.Connection) -> list[list[ChunkHit]]:
             return [
-                chunks_mentioning(conn, namespace_id, group, limit, prepared, temporal_sort)
-                if group and limit > 0
-                else []
+                chunks_mentioning(conn, namespace_id, group, limit, prepared, temporal_sort) if group else []
                 for group in ids
             ]
 
-        found = await self._db.read_tx(each, what="read entity chunks") if ids else []
+        found = (
+            await self._db.read_tx(each, what="read entity chunks")
+            if limit > 0 and any(ids)
+            else [[] for _ in ids]
+        )
         return [
             SearchPage(
                 hits=hits,
