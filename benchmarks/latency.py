@@ -2,7 +2,7 @@
 
     python -m benchmarks.latency [--stack all|sqlite_lance|postgres] [--corpus all] [--limit N]
                                  [--max-questions N] [--no-pgvector] [--warmup N] [--no-gc-freeze]
-    python -m benchmarks.latency --fresh [--no-settle] [--warm-up-recalls 60] [--limit 3000]
+    python -m benchmarks.latency --fresh [--no-settle] [--warm-up-recalls 150] [--limit 3000]
                                  [--max-questions 100]
 
 Every development corpus (multi-hop passages and LoCoMo turns, about 11,800 passages) is
