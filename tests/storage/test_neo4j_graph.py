@@ -583,6 +583,73 @@ async def test_vectors_reach_the_server_whole_and_stay_out_of_the_driver_log(
     assert [h.entity.id for h in hits] == ["v1"] and math.isclose(hits[0].score, 1.0, abs_tol=1e-4)
 
 
+def _operators(plan: Any) -> list[tuple[str, str]]:
+    """(operator type, details) of every operator of an EXPLAIN plan."""
+    details = str((plan.get("args") or {}).get("Details", ""))
+    return [(plan["operatorType"], details)] + [
+        op for child in plan.get("children", []) for op in _operators(child)
+    ]
+
+
+async def test_mention_rank_reads_each_entity_by_an_index_seek(
+    store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
+) -> None:
+    """``chunk_mentions`` reads an entity's best mentions by a seek on the rank index, not
+    its whole degree; an entity or namespace whose id starts another's reads only its own;
+    edges written before the rank existed get theirs when the store is opened."""
+    from khora_core.storage.neo4j.lookups import CHUNK_MENTIONS
+    from khora_core.storage.neo4j.mention_rank import MENTION_RANK_INDEX
+
+    ns, longer = graph_namespace, graph_namespace + "9"
+    ids = ["e", "e9", "e99"]  # a ten-digit count that counts down starts with 9
+
+    def batch(space: str, counts: dict[str, list[tuple[int, int]]]) -> WriteBatch:
+        b = make_batch(space, "d", [f"text {i}" for i in range(4)])
+        b.entities = [Entity(id=e, namespace_id=space, name=f"name {e}") for e in ids]
+        b.mentions = [
+            Mention(entity_id=e, chunk_id=f"d-c{i}", document_id="d", count=n)
+            for e, pairs in counts.items()
+            for i, n in pairs
+        ]
+        return b
+
+    want = {"e": {"d-c1": 3, "d-c0": 1}, "e9": {"d-c2": 2}, "e99": {"d-c3": 1, "d-c0": 1}}
+    await store.write_batch(ns, batch(ns, {"e": [(0, 1), (1, 3)], "e9": [(2, 2)], "e99": [(3, 1), (0, 1)]}))
+    await store.write_batch(longer, batch(longer, {"e": [(2, 5)], "e9": [(0, 4), (1, 1)]}))
+    try:
+        assert await store.chunk_mentions(ns, ids, per_entity=5) == want
+        assert await store.chunk_mentions(ns, ids, per_entity=1) == {
+            "e": {"d-c1": 3},
+            "e9": {"d-c2": 2},
+            "e99": {"d-c0": 1},  # equal counts: the smaller chunk id first
+        }
+        assert await store.chunk_mentions(longer, ids, per_entity=5) == {
+            "e": {"d-c2": 5},
+            "e9": {"d-c0": 4, "d-c1": 1},
+        }
+        _, summary, _ = await neo4j_driver.execute_query(
+            "EXPLAIN " + CHUNK_MENTIONS, {"ns": ns, "ids": ids, "per": 5}
+        )
+        seeks = [d for op, d in _operators(summary.plan) if "IndexSeekByRange" in op]
+        assert any("MENTIONED_IN(rank)" in d for d in seeks), _operators(summary.plan)
+
+        # A graph written before the rank: no rank on its edges and no index.
+        await neo4j_driver.execute_query(
+            "MATCH (:Entity {namespace_id: $ns})-[m:MENTIONED_IN]->() REMOVE m.rank", {"ns": ns}
+        )
+        await neo4j_driver.execute_query(f"DROP INDEX {MENTION_RANK_INDEX}")
+        await store.ensure_schema()
+        assert await store.chunk_mentions(ns, ids, per_entity=5) == want
+        records, _, _ = await neo4j_driver.execute_query(
+            "MATCH (:Entity {namespace_id: $ns})-[m:MENTIONED_IN]->() WHERE m.rank IS NULL RETURN count(m) AS n",
+            {"ns": ns},
+        )
+        assert records[0]["n"] == 0
+    finally:
+        await store.ensure_schema()  # the index back for the tests after this one, whatever happened
+        await store.delete_namespace(longer)
+
+
 async def test_schema_is_idempotent_and_checks_dimension(store: Neo4jGraphStore, neo4j_driver: Any) -> None:
     await store.ensure_schema()
     with pytest.raises(ConfigError, match="384"):

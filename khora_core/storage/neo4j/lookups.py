@@ -8,6 +8,7 @@ with ``search.rows_of``).
 
 from __future__ import annotations
 
+from khora_core.storage.neo4j.mention_rank import rank_prefix
 from khora_core.storage.neo4j.records import ENTITY_FIELDS
 
 __all__ = [
@@ -120,19 +121,21 @@ RETURN collect({id: id, documents: documents}) AS rows
 """
 
 # Each entity's ``$per`` most-mentioning chunks (count, then chunk id, as the embedded store
-# orders them), kept per entity while its mentions are expanded; the chunk's namespace is
-# checked on those alone (mentions never cross namespaces).
-CHUNK_MENTIONS = """
+# orders them): a seek on the entity's prefix of the mention rank index, stopped after
+# ``$per`` entries, so a popular entity costs ``$per`` edges, not its degree
+# (``mention_rank``). The prefix names the namespace: mentions never cross namespaces.
+CHUNK_MENTIONS = f"""
 UNWIND $ids AS eid
-CALL {
+CALL {{
   WITH eid
-  MATCH (e:Entity {namespace_id: $ns, id: eid})-[m:MENTIONED_IN]->(c:Chunk)
-  WITH c, m.count AS n ORDER BY n DESC, c.id LIMIT $per
-  WITH c, n WHERE c.namespace_id = $ns
-  RETURN collect([c.id, n]) AS top
-}
+  MATCH ()-[m:MENTIONED_IN]->(c:Chunk)
+  USING INDEX SEEK m:MENTIONED_IN(rank)
+  WHERE m.rank STARTS WITH {rank_prefix("$ns", "eid")}
+  WITH m, c ORDER BY m.rank LIMIT $per
+  RETURN collect([c.id, m.count]) AS top
+}}
 WITH eid, top WHERE size(top) > 0
-RETURN collect({eid: eid, top: top}) AS rows
+RETURN collect({{eid: eid, top: top}}) AS rows
 """
 
 TIME_NODES = """

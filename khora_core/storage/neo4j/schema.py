@@ -6,7 +6,7 @@ Graph model (fixed by the storage conventions)::
              occurred_at, created_at, source_timestamp, <string system keys>, metadata_json, tags})
     (:Entity {id, namespace_id, name, name_lower, type, aliases, aliases_lower, description,
               embedding, mention_count, property_keys, property_values})
-    (:Entity)-[:MENTIONED_IN {count, document_id}]->(:Chunk)
+    (:Entity)-[:MENTIONED_IN {count, document_id, rank}]->(:Chunk)
     (:Entity)-[:RELATES {id, namespace_id, type, description, weight, document_id, chunk_id,
                          property_keys, property_values}]->(:Entity)
 
@@ -14,6 +14,9 @@ Graph model (fixed by the storage conventions)::
 ``properties``: the keys, and each value as JSON text at the same position (absent when
 there are none; graphs written before them need no migration).
     (:Chunk)-[:AT_TIME]->(:TimeNode {namespace_id, key: "YYYY-MM-DD"})
+
+``rank`` orders an entity's mentions for the index behind ``chunk_mentions``
+(``mention_rank``).
 
 Uniqueness is per namespace: composite ``(namespace_id, id)`` uniqueness constraints, which
 Neo4j 5 Community supports (node keys are Enterprise-only). Each constraint's backing range
@@ -25,6 +28,7 @@ from __future__ import annotations
 import neo4j
 
 from khora_core.errors import ConfigError
+from khora_core.storage.neo4j.mention_rank import ensure_mention_rank
 
 __all__ = ["NAME_WORDS_INDEX", "VECTOR_INDEX", "ensure_schema", "schema_statements"]
 
@@ -109,6 +113,7 @@ async def ensure_schema(driver: neo4j.AsyncDriver, *, database: str, embedding_d
                 f"the index (DROP INDEX {VECTOR_INDEX}) and re-ingest",
                 setting="KHORA_EMBEDDING_MODEL",
             )
+    await ensure_mention_rank(driver, database=database)
     await driver.execute_query("CALL db.awaitIndexes(300)", database_=database)
     while True:
         records, _, _ = await driver.execute_query(_BACKFILL_ALIASES, database_=database)

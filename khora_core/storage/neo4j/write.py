@@ -6,7 +6,8 @@ atomically). All writes are batched ``UNWIND`` statements; every ``MATCH``/``MER
 the namespace. Merge rules match the embedded store: an entity keeps its stored name,
 aliases are united, a new type wins unless it is the default ``CONCEPT``, a new description
 or embedding wins when given, and ``mention_count`` is always the sum of the entity's
-``MENTIONED_IN`` counts. Free-form ``properties`` of entities and relationships are two
+``MENTIONED_IN`` counts, and each ``MENTIONED_IN`` edge carries its ``rank`` key
+(``mention_rank``). Free-form ``properties`` of entities and relationships are two
 list properties, ``property_keys`` and ``property_values`` (each value as JSON text); an
 upsert updates them key by key, in Cypher, from parameters only.
 
@@ -26,6 +27,7 @@ from neo4j import AsyncManagedTransaction
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import Entity, Mention, Relationship, WriteBatch
+from khora_core.storage.neo4j.mention_rank import rank_key
 from khora_core.storage.neo4j.params import quiet
 from khora_core.storage.neo4j.records import (
     chunk_props,
@@ -133,15 +135,16 @@ CALL {
 RETURN collect(doc) AS found
 """
 
-_MERGE_MENTIONS = """
+_MERGE_MENTIONS = f"""
 UNWIND $rows AS row
-MATCH (e:Entity {namespace_id: $ns, id: row.entity_id})
+MATCH (e:Entity {{namespace_id: $ns, id: row.entity_id}})
 USING INDEX e:Entity(namespace_id, id)
-MATCH (c:Chunk {namespace_id: $ns, id: row.chunk_id})
+MATCH (c:Chunk {{namespace_id: $ns, id: row.chunk_id}})
 USING INDEX c:Chunk(namespace_id, id)
 MERGE (e)-[m:MENTIONED_IN]->(c)
 ON CREATE SET m.count = row.count, m.document_id = row.document_id
 ON MATCH SET m.count = m.count + row.count, m.document_id = row.document_id
+SET m.rank = {rank_key("$ns", "row.entity_id", "m.count", "row.chunk_id")}
 """
 
 # A relationship is keyed by (namespace_id, id); re-writing one may move its endpoints.
