@@ -371,6 +371,97 @@ async def test_delete_leaves_no_orphans(pg: Pg) -> None:
     assert await pg.docs.get_namespace(ns) is None
 
 
+async def totals(conn: Any, ns: str) -> tuple[int, int]:
+    """The namespace's (chunks, BM25 length) as the triggers keep them, checked against a
+    count of its chunk rows."""
+    kept = await conn.fetchrow(
+        "SELECT coalesce(sum(chunks), 0) AS n, coalesce(sum(terms), 0) AS t "
+        "FROM khora_chunk_totals WHERE namespace_id = $1",
+        ns,
+    )
+    counted = await conn.fetchrow(
+        "SELECT count(*) AS n, coalesce(sum(term_count), 0) AS t FROM khora_chunks WHERE namespace_id = $1",
+        ns,
+    )
+    assert (kept["n"], kept["t"]) == (counted["n"], counted["t"]), ns
+    return int(counted["n"]), int(counted["t"])
+
+
+async def test_chunk_totals_stay_exact_through_every_write(pg: Pg) -> None:
+    """``khora_chunk_totals`` (BM25's N and total length, kept by triggers) equals a count of
+    the chunk rows after concurrent writes, a replace, a refused write, a delete, an update
+    by hand and a namespace delete, in which its rows go too."""
+    ns, other = await new_namespace(pg), await new_namespace(pg)
+    batches = [
+        make_batch(ns, [(f"writer {i} chunk {j} " + "word " * (i + j), vec(1)) for j in range(i + 1)])
+        for i in range(6)
+    ]
+    await asyncio.gather(*(pg.docs.write_rows(ns, b) for b in batches))
+    await pg.docs.write_rows(other, make_batch(other, [("elsewhere entirely", vec(1))]))
+    n, length = await totals(pg.pool, ns)
+    assert n == 21 and length > n
+    assert await pg.docs.count_chunks(ns) == 21
+
+    new = make_batch(ns, [("a replacement", vec(1))], replaces=[batches[5].document.id])
+    await pg.docs.write_rows(ns, new)
+    with pytest.raises(InvalidInputError):
+        await pg.docs.write_rows(ns, new)  # stored already: rolled back, totals untouched
+    assert (await totals(pg.pool, ns))[0] == 16
+    assert await pg.docs.delete_document_rows(ns, batches[0].document.id) is True
+    async with pg.pool.transaction() as conn:
+        await conn.execute(
+            "UPDATE khora_chunks SET term_count = term_count + 5 WHERE namespace_id = $1 AND document_id = $2",
+            ns,
+            batches[1].document.id,
+        )
+    assert (await totals(pg.pool, ns))[0] == 15
+    assert (await pg.docs.stats(ns)).chunks == 15
+    assert (await totals(pg.pool, other))[0] == 1
+
+    assert await pg.docs.delete_namespace_rows(ns) is True
+    assert await pg.pool.fetchval("SELECT count(*) FROM khora_chunk_totals WHERE namespace_id = $1", ns) == 0
+    assert await pg.docs.count_chunks(ns) == 0
+    assert (await totals(pg.pool, other))[0] == 1
+
+
+async def test_chunk_totals_are_computed_for_a_store_written_before_them(fresh_schema: str) -> None:
+    """A database migrated before schema 4 has chunks but no totals: the migration counts
+    them, and BM25 scores come out as before."""
+    await migrate(fresh_schema, DIM)
+    pool = await open_pool(StorageConfig(database_url=fresh_schema), dim=DIM)
+    try:
+        store = PostgresDocumentStore(pool)
+        await store.create_namespace(Namespace(namespace_id="ns", created_at=T0))
+        batch = make_batch("ns", [(t, vec(1)) for t in ("zebra banana", "banana cherry durian", "cherry")])
+        await store.write_rows("ns", batch)
+        before = [
+            (h.chunk.id, h.score)
+            for h in (await PostgresKeywordIndex(pool).search("ns", "banana", limit=5)).hits
+        ]
+        # What a store looked like before schema 4.
+        async with pool.transaction() as conn:
+            for event in ("insert", "delete", "update"):
+                await conn.execute(f"DROP TRIGGER khora_chunk_totals_on_{event} ON khora_chunks")
+            await conn.execute("DROP TABLE khora_chunk_totals")
+            await conn.execute("DELETE FROM khora_schema_version WHERE version = 4")
+    finally:
+        await pool.aclose()
+
+    assert await migrate(fresh_schema, DIM) == [4]
+    pool = await open_pool(StorageConfig(database_url=fresh_schema), dim=DIM)
+    try:
+        assert (await totals(pool, "ns"))[0] == 3
+        after = [
+            (h.chunk.id, h.score)
+            for h in (await PostgresKeywordIndex(pool).search("ns", "banana", limit=5)).hits
+        ]
+        assert after == before and len(after) == 2
+        await PostgresDocumentStore(pool).write_rows("ns", make_batch("ns", [("one more banana", vec(1))]))
+        assert (await totals(pool, "ns"))[0] == 4
+    finally:
+        await pool.aclose()
+
+
 async def test_namespace_isolation(pg: Pg) -> None:
     ns1, ns2 = await new_namespace(pg), await new_namespace(pg)
     b1 = make_batch(ns1, [("shared words here", vec(1))], doc_id="same-id")

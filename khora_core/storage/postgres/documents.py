@@ -228,9 +228,11 @@ class PostgresDocumentStore:
         )
 
     async def count_chunks(self, namespace_id: str) -> int:
+        """The namespace's chunk count, from the totals the triggers keep (no row scan)."""
         return int(
             await self._pool.fetchval(
-                "SELECT count(*) FROM khora_chunks WHERE namespace_id = $1", namespace_id
+                "SELECT coalesce(sum(chunks), 0) FROM khora_chunk_totals WHERE namespace_id = $1",
+                namespace_id,
             )
         )
 
@@ -238,7 +240,7 @@ class PostgresDocumentStore:
         """Document and chunk counts (the graph side fills entities and relationships)."""
         row = await self._pool.fetchrow(
             "SELECT (SELECT count(*) FROM khora_documents WHERE namespace_id = $1) AS documents, "
-            "(SELECT count(*) FROM khora_chunks WHERE namespace_id = $1) AS chunks",
+            "(SELECT coalesce(sum(chunks), 0) FROM khora_chunk_totals WHERE namespace_id = $1) AS chunks",
             namespace_id,
         )
         assert row is not None
@@ -325,6 +327,7 @@ class PostgresDocumentStore:
             # Children first, set-wise: cheaper than row-by-row FK cascades.
             await conn.execute("DELETE FROM khora_terms WHERE namespace_id = $1", namespace_id)
             await conn.execute("DELETE FROM khora_chunks WHERE namespace_id = $1", namespace_id)
+            await conn.execute("DELETE FROM khora_chunk_totals WHERE namespace_id = $1", namespace_id)
             await conn.execute("DELETE FROM khora_documents WHERE namespace_id = $1", namespace_id)
             gone = await conn.fetchval(
                 "DELETE FROM khora_namespaces WHERE namespace_id = $1 RETURNING namespace_id", namespace_id

@@ -12,8 +12,10 @@ terms ``t``::
     score(c) = sum_t idf(t) * tf(t,c) * (k1 + 1) / (tf(t,c) + k1 * (1 - b + b * len(c) / avglen))
 
 ``N`` is the namespace's chunk count, ``df`` the number of its chunks holding ``t``, and
-``avglen`` their mean ``term_count``; all three are computed by the query, so they are
-always exact. A filter narrows the candidates, not the statistics.
+``avglen`` their mean ``term_count``. ``df`` is counted by the query; ``N`` and the total
+length come from ``khora_chunk_totals``, which triggers on ``khora_chunks`` keep in the
+writing transaction (migration 4), so all three are exact without reading every chunk row
+of the namespace. A filter narrows the candidates, not the statistics.
 """
 
 from __future__ import annotations
@@ -74,8 +76,9 @@ _MAX_FETCH = 10_000
 # aggregate inside the join's nested loop and recompute it once per posting.
 _BM25_SQL = """
 WITH stats AS MATERIALIZED (
-    SELECT count(*)::float8 AS n, coalesce(avg(term_count), 0)::float8 AS avglen
-    FROM khora_chunks WHERE namespace_id = $1
+    SELECT coalesce(sum(chunks), 0)::float8 AS n,
+           coalesce(sum(terms)::float8 / nullif(sum(chunks), 0), 0)::float8 AS avglen
+    FROM khora_chunk_totals WHERE namespace_id = $1
 ), df AS MATERIALIZED (
     SELECT term, count(*)::float8 AS df
     FROM khora_terms WHERE namespace_id = $1 AND term = ANY($2::text[])
