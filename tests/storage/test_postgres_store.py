@@ -440,7 +440,7 @@ async def test_chunk_totals_are_computed_for_a_store_written_before_them(fresh_s
         ]
         # What a store looked like before schema 4.
         async with pool.transaction() as conn:
-            for event in ("insert", "delete", "update"):
+            for event in ("insert", "delete", "update_old", "update_new"):
                 await conn.execute(f"DROP TRIGGER khora_chunk_totals_on_{event} ON khora_chunks")
             await conn.execute("DROP TABLE khora_chunk_totals")
             await conn.execute("DELETE FROM khora_schema_version WHERE version = 4")

@@ -13,36 +13,16 @@ CREATE TABLE IF NOT EXISTS khora_chunk_totals (
     PRIMARY KEY (namespace_id, slot)
 );
 
-CREATE OR REPLACE FUNCTION khora_chunk_totals_add() RETURNS trigger LANGUAGE plpgsql AS $$
+-- One function for every trigger: it adds the rows of its transition table, times the sign
+-- the trigger passes (1 for rows that arrive, -1 for rows that leave). An UPDATE is the old
+-- rows leaving and the new ones arriving: two triggers.
+CREATE OR REPLACE FUNCTION khora_chunk_totals_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    sign bigint := TG_ARGV[0]::bigint;
 BEGIN
     INSERT INTO khora_chunk_totals AS t (namespace_id, slot, chunks, terms)
-    SELECT namespace_id, (pg_backend_pid() % 16)::smallint, count(*), coalesce(sum(term_count), 0)
-    FROM khora_new_chunks GROUP BY namespace_id
-    ON CONFLICT (namespace_id, slot)
-    DO UPDATE SET chunks = t.chunks + EXCLUDED.chunks, terms = t.terms + EXCLUDED.terms;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION khora_chunk_totals_remove() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO khora_chunk_totals AS t (namespace_id, slot, chunks, terms)
-    SELECT namespace_id, (pg_backend_pid() % 16)::smallint, -count(*), -coalesce(sum(term_count), 0)
-    FROM khora_old_chunks GROUP BY namespace_id
-    ON CONFLICT (namespace_id, slot)
-    DO UPDATE SET chunks = t.chunks + EXCLUDED.chunks, terms = t.terms + EXCLUDED.terms;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION khora_chunk_totals_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO khora_chunk_totals AS t (namespace_id, slot, chunks, terms)
-    SELECT namespace_id, (pg_backend_pid() % 16)::smallint, sum(n), sum(len)
-    FROM (
-        SELECT namespace_id, 1 AS n, term_count AS len FROM khora_new_chunks
-        UNION ALL
-        SELECT namespace_id, -1, -term_count FROM khora_old_chunks
-    ) AS delta
-    GROUP BY namespace_id
+    SELECT namespace_id, (pg_backend_pid() % 16)::smallint, sign * count(*), sign * coalesce(sum(term_count), 0)
+    FROM khora_changed_chunks GROUP BY namespace_id
     ON CONFLICT (namespace_id, slot)
     DO UPDATE SET chunks = t.chunks + EXCLUDED.chunks, terms = t.terms + EXCLUDED.terms;
     RETURN NULL;
@@ -52,16 +32,20 @@ END $$;
 -- the totals computed below are exact from the start.
 DROP TRIGGER IF EXISTS khora_chunk_totals_on_insert ON khora_chunks;
 CREATE TRIGGER khora_chunk_totals_on_insert AFTER INSERT ON khora_chunks
-    REFERENCING NEW TABLE AS khora_new_chunks
-    FOR EACH STATEMENT EXECUTE FUNCTION khora_chunk_totals_add();
+    REFERENCING NEW TABLE AS khora_changed_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION khora_chunk_totals_apply('1');
 DROP TRIGGER IF EXISTS khora_chunk_totals_on_delete ON khora_chunks;
 CREATE TRIGGER khora_chunk_totals_on_delete AFTER DELETE ON khora_chunks
-    REFERENCING OLD TABLE AS khora_old_chunks
-    FOR EACH STATEMENT EXECUTE FUNCTION khora_chunk_totals_remove();
-DROP TRIGGER IF EXISTS khora_chunk_totals_on_update ON khora_chunks;
-CREATE TRIGGER khora_chunk_totals_on_update AFTER UPDATE ON khora_chunks
-    REFERENCING OLD TABLE AS khora_old_chunks NEW TABLE AS khora_new_chunks
-    FOR EACH STATEMENT EXECUTE FUNCTION khora_chunk_totals_change();
+    REFERENCING OLD TABLE AS khora_changed_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION khora_chunk_totals_apply('-1');
+DROP TRIGGER IF EXISTS khora_chunk_totals_on_update_old ON khora_chunks;
+CREATE TRIGGER khora_chunk_totals_on_update_old AFTER UPDATE ON khora_chunks
+    REFERENCING OLD TABLE AS khora_changed_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION khora_chunk_totals_apply('-1');
+DROP TRIGGER IF EXISTS khora_chunk_totals_on_update_new ON khora_chunks;
+CREATE TRIGGER khora_chunk_totals_on_update_new AFTER UPDATE ON khora_chunks
+    REFERENCING NEW TABLE AS khora_changed_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION khora_chunk_totals_apply('1');
 
 DELETE FROM khora_chunk_totals;
 INSERT INTO khora_chunk_totals (namespace_id, slot, chunks, terms)
