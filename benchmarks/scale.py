@@ -288,7 +288,8 @@ def du_mib(path: Path) -> float:
 
 async def disk_mib(kb: Khora, name: str, data_dir: str | None) -> tuple[float, float]:
     """(primary store MiB, graph store MiB). PostgreSQL: Khora's tables and indexes; Neo4j: its
-    database and transaction-log folders (under KHORA_SERVICES_DIR when set, else n/a)."""
+    database and transaction-log folders (under KHORA_SERVICES_DIR, which `tools.services` sets;
+    n/a without it)."""
     if name == "sqlite_lance":
         return du_mib(Path(str(data_dir))), 0.0
     pool = kb.engine.stack.documents.pool

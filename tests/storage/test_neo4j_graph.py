@@ -15,7 +15,7 @@ import pytest
 from khora_core.errors import ConfigError, InvalidInputError, KhoraError, StorageUnavailableError
 from khora_core.ingest.resolve import entity_id
 from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
-from khora_core.storage.neo4j import Neo4jGraphStore, open_driver
+from khora_core.storage.neo4j import Neo4jGraphStore, entity_vectors, open_driver
 from khora_core.storage.protocols import GraphStore
 
 pytestmark = pytest.mark.neo4j
@@ -413,6 +413,9 @@ async def test_vector_search_is_one_statement_when_the_index_holds_enough(
     """The common case costs one auto-commit statement (the counts that size ``k`` are
     kept between searches), and the store's own writes make it count again."""
     ns = graph_namespace
+    # The index is shared by every namespace on the server: ask it for all of them, so that
+    # other tests' (or a developer's) entities cannot push this namespace's out of the first k.
+    monkeypatch.setattr(entity_vectors, "first_k", lambda limit, total, own: max(total, own) + 1)
     ents = [Entity(id=f"e{i}", namespace_id=ns, name=f"e{i}", embedding=unit(i + 1)) for i in range(30)]
     await store.upsert_graph(ns, entities=ents)
     calls: list[str] = []

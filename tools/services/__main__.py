@@ -4,8 +4,10 @@
     python -m tools.services start [--state DIR]                # prints `export ...` lines
     python -m tools.services stop [--state DIR]
 
-`run` exports KHORA_DATABASE_URL, KHORA_NEO4J_URL, KHORA_STORAGE_NEO4J_USER and
-KHORA_STORAGE_NEO4J_PASSWORD to the command, and always stops both servers afterwards.
+`run` exports KHORA_DATABASE_URL, KHORA_NEO4J_URL, KHORA_STORAGE_NEO4J_USER,
+KHORA_STORAGE_NEO4J_PASSWORD and KHORA_SERVICES_DIR (the servers' folder, where
+`benchmarks.scale` measures Neo4j's disk) to the command, and always stops both servers
+afterwards.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def _start(state: Path) -> dict[str, str]:
     t1 = time.monotonic()
     env.update(neo4j.start(state / "neo4j"))
     t2 = time.monotonic()
+    env["KHORA_SERVICES_DIR"] = str(state.resolve())
     print(
         f"[services] PostgreSQL ready in {t1 - t0:.1f}s, Neo4j ready in {t2 - t1:.1f}s",
         file=sys.stderr,
