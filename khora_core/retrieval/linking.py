@@ -73,8 +73,9 @@ class Linking:
 
     Attributes:
         links: the best link per entity, best first.
-        nearest: the entities nearest the question vector (raw cosine, best first), when
-            ``query_vector`` and ``query_limit`` were given; else empty.
+        nearest: the entities nearest the question vector (raw cosine of at least the
+            linking's ``min_similarity``, best first), when ``query_vector`` and
+            ``query_limit`` were given; else empty.
     """
 
     links: list[LinkedEntity]
@@ -118,7 +119,8 @@ async def link_entities(
         mentions: surface forms from the question.
         embedder: embeds the mentions no name matched exactly, for fuzzy candidates and
             embedding matches (None: exact, name-word and list-based fuzzy matching only).
-        min_similarity: lowest cosine for an embedding match.
+        min_similarity: lowest cosine for an embedding match and for the question's
+            nearest entities.
         fuzzy_threshold: lowest rapidfuzz ratio (0-100) for a fuzzy match.
         candidates_per_mention: entity vector hits fetched per mention.
         list_fallback_limit: entities listed for fuzzy matching when vector search finds none.
@@ -134,7 +136,9 @@ async def link_entities(
     mentions = clean_mentions(mentions)
     nearest_task: asyncio.Task[list[EntityHit]] | None = None
     if query_vector is not None:
-        nearest_task = asyncio.ensure_future(_nearest(graph, namespace_id, query_vector, query_limit))
+        nearest_task = asyncio.ensure_future(
+            _nearest(graph, namespace_id, query_vector, query_limit, min_similarity)
+        )
     try:
         return await _link(
             graph,
@@ -159,12 +163,16 @@ async def _nearest(
     namespace_id: str,
     query_vector: Sequence[float] | Awaitable[Sequence[float] | None],
     limit: int,
+    min_similarity: float,
 ) -> list[EntityHit]:
-    """The entities nearest the question's vector (awaited here when still being computed)."""
+    """The entities nearest the question's vector (awaited here when still being computed),
+    of at least ``min_similarity``."""
     vector = await query_vector if inspect.isawaitable(query_vector) else query_vector
     if vector is None or limit <= 0:
         return []
-    found = await graph.search_entities_by_vectors(namespace_id, [vector], limit=limit, min_similarity=0.0)
+    found = await graph.search_entities_by_vectors(
+        namespace_id, [vector], limit=limit, min_similarity=min_similarity
+    )
     return found[0] if found else []
 
 

@@ -443,6 +443,53 @@ async def test_vector_search_is_one_statement_when_the_index_holds_enough(
     assert {h.entity.id for h in hits[:2]} == {"new", "e2"}
 
 
+async def test_vector_search_stops_growing_below_the_callers_floor(
+    store: Neo4jGraphStore, graph_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another namespace's entities fill the first ``k`` candidates, nearer the question than
+    ours yet all below the caller's ``min_similarity``: the search ends there, in one
+    statement, instead of asking the index for ever more (down to an exact scan)."""
+    ns, other = graph_namespace, f"test-{uuid.uuid4().hex[:12]}"
+    query = np.array(unit(4242))
+
+    def at_cosine(c: float, seed: int) -> list[float]:
+        r = np.array(unit(seed))
+        r -= (r @ query) * query
+        return (c * query + math.sqrt(1 - c * c) * r / np.linalg.norm(r)).tolist()
+
+    monkeypatch.setattr(entity_vectors, "first_k", lambda limit, total, own: 10)
+    try:
+        crowd = [
+            Entity(id=f"o{i}", namespace_id=other, name=f"o{i}", embedding=at_cosine(0.3, 7000 + i))
+            for i in range(40)
+        ]
+        await store.upsert_graph(other, entities=crowd)
+        ours = [
+            Entity(id=f"e{i}", namespace_id=ns, name=f"e{i}", embedding=at_cosine(0.1, 8000 + i))
+            for i in range(20)
+        ]
+        await store.upsert_graph(ns, entities=ours)
+        calls: list[str] = []
+        for name in ("fetch", "fetch_rows", "read"):
+            real = getattr(store._db, name)
+
+            async def spy(*args: Any, __real: Any = real, __name: str = name, **kwargs: Any) -> Any:
+                calls.append(__name)
+                return await __real(*args, **kwargs)
+
+            monkeypatch.setattr(store._db, name, spy)
+        strict = await store.search_entities_by_vector(ns, query.tolist(), limit=5, min_similarity=0.5)
+        assert strict == [] and calls == ["fetch", "fetch_rows"]  # the counts, then one search
+        # With a floor the crowd passes, the same search grows past it and finds ours.
+        calls.clear()
+        loose = await store.search_entities_by_vector(ns, query.tolist(), limit=5, min_similarity=0.0)
+        assert "read" in calls
+        assert len(loose) == 5 and all(h.entity.namespace_id == ns for h in loose)
+        assert all(math.isclose(h.score, 0.1, abs_tol=1e-3) for h in loose)
+    finally:
+        await store.delete_namespace(other)
+
+
 async def test_filter_pushdown_and_recheck(store: Neo4jGraphStore, graph_namespace: str) -> None:
     ns = graph_namespace
     await store.write_batch(

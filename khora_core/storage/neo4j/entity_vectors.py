@@ -17,7 +17,10 @@ vector at once. The counts that size ``k`` are cached by the store (:class:`Enti
 The rest runs in one managed transaction (:func:`grown_searches_tx`): a namespace too
 small beside the others for the index (``first_k`` None) is scanned exactly, and a vector
 that found fewer than ``limit`` of the namespace's entities while the index had more to give
-asks for a larger ``k``. Figures: ``docs/benchmarks.md``.
+asks for a larger ``k``, unless the index's candidates already score below the caller's
+``min_similarity``: other namespaces' entities that are all nearer than anything the caller
+would keep end the search instead of growing it into an exact scan. Figures:
+``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -41,19 +44,23 @@ __all__ = ["EntityCounts", "first_k", "search_entity_vectors"]
 
 #: Largest ``k`` asked of the vector index before falling back to an exact in-namespace scan.
 _MAX_VECTOR_K = 4096
+#: How far (in raw cosine) the index's approximate score of a candidate may fall below its
+#: exact cosine. A vector whose ``k``-th candidate scores more than this below the caller's
+#: ``min_similarity`` asks for no larger ``k``: the candidates past it would be dropped.
+_INDEX_SCORE_SLACK = 0.05
 #: Namespaces are counted up to this many entities when sizing ``k``.
 _COUNT_CAP = 4096
 #: How long :class:`EntityCounts` keeps a namespace's counts, and how many namespaces.
 _COUNTS_TTL_S = 30.0
 _COUNTS_KEPT = 1024
 
-# For every vector: how many candidates the index gave (``seen``), how many are this
-# namespace's (``found``: ``k`` is sized to make that about ``4 * limit``), and the best
-# ``$limit`` of those with their fields, exact score first.
+# For every vector: how many candidates the index gave (``seen``) and the index score of the
+# last (``lowest``), how many are this namespace's (``found``: ``k`` is sized to make that
+# about ``4 * limit``), and the best ``$limit`` of those with their fields, exact score first.
 _TOP_HITS = f"""
 UNWIND range(0, size($vectors) - 1) AS i
-CALL db.index.vector.queryNodes($index, $k, $vectors[i]) YIELD node
-WITH i, collect(node) AS nodes
+CALL db.index.vector.queryNodes($index, $k, $vectors[i]) YIELD node, score
+WITH i, collect(node) AS nodes, min(score) AS lowest
 CALL {{
   WITH i, nodes
   UNWIND nodes AS n
@@ -63,14 +70,14 @@ CALL {{
   WITH collect([s, n {ENTITY_FIELDS}]) AS ranked
   RETURN size(ranked) AS found, ranked[..$limit] AS hits
 }}
-RETURN collect({{i: i, seen: size(nodes), found: found, hits: hits}}) AS rows
+RETURN collect({{i: i, seen: size(nodes), lowest: lowest, found: found, hits: hits}}) AS rows
 """
 
 # One vector's candidates at a larger ``k``.
 _VECTOR_QUERY = """
-CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node
-WITH collect(node) AS nodes
-RETURN size(nodes) AS seen,
+CALL db.index.vector.queryNodes($index, $k, $vector) YIELD node, score
+WITH collect(node) AS nodes, min(score) AS lowest
+RETURN size(nodes) AS seen, lowest,
        [n IN nodes WHERE n.namespace_id = $ns | [n.id, vector.similarity.cosine(n.embedding, $vector)]] AS hits
 """
 
@@ -177,7 +184,12 @@ async def search_entity_vectors(
         rest = []
         for j, i in enumerate(live):
             row = by_position.get(j)  # none: the index gave no candidate at all
-            if row is None or row["found"] >= limit or row["seen"] < k:
+            if (
+                row is None
+                or row["found"] >= limit
+                or row["seen"] < k
+                or _past_floor(row["lowest"], min_similarity)
+            ):
                 out[i] = _hits(row["hits"] if row is not None else [], min_similarity)
             else:
                 rest.append(i)
@@ -198,6 +210,12 @@ async def search_entity_vectors(
 def _raw_cosine(score: Any) -> float:
     """The raw cosine of a ``vector.similarity.cosine`` score, which is (1 + cos) / 2."""
     return 2.0 * float(score) - 1.0
+
+
+def _past_floor(lowest: Any, min_similarity: float) -> bool:
+    """True when the index's lowest candidate score is so far below ``min_similarity`` that
+    a larger ``k`` could only add candidates the caller drops."""
+    return lowest is not None and _raw_cosine(lowest) < min_similarity - _INDEX_SCORE_SLACK
 
 
 def _hits(pairs: Sequence[Any], min_similarity: float) -> list[EntityHit]:
@@ -232,7 +250,7 @@ async def grown_searches_tx(
         by_position = {int(r["i"]): r["hits"] for r in rows}
         found = [by_position.get(j, []) for j in range(len(queries))]
     else:
-        found = [await _candidates(tx, ns, q, limit, k) for q in queries]
+        found = [await _candidates(tx, ns, q, limit, min_similarity, k) for q in queries]
     scored: list[list[tuple[float, str]]] = []
     for hits in found:
         ranked = sorted(
@@ -248,11 +266,12 @@ async def grown_searches_tx(
 
 
 async def _candidates(
-    tx: AsyncManagedTransaction, ns: str, query: np.ndarray, limit: int, k: int
+    tx: AsyncManagedTransaction, ns: str, query: np.ndarray, limit: int, min_similarity: float, k: int
 ) -> list[tuple[str, float]]:
-    """(entity id, index score) candidates of one vector that found too few at ``k``:
-    ``k`` grows fourfold until ``limit`` of this namespace are found or the index is
-    exhausted; past ``_MAX_VECTOR_K`` an exact scan of the namespace is cheaper."""
+    """(entity id, exact score) candidates of one vector that found too few at ``k``:
+    ``k`` grows fourfold until ``limit`` of this namespace are found, the index is
+    exhausted, or its candidates fall below ``min_similarity``; past ``_MAX_VECTOR_K`` an
+    exact scan of the namespace is cheaper."""
     params = {"index": VECTOR_INDEX, "vector": query.tolist(), "ns": ns}
     while True:
         if k >= _MAX_VECTOR_K:
@@ -260,8 +279,8 @@ async def _candidates(
             return rows[0]["hits"] if rows else []
         k *= 4
         rows = await records_of(tx, _VECTOR_QUERY, k=k, **params)
-        seen, hits = (rows[0]["seen"], rows[0]["hits"]) if rows else (0, [])
-        if len(hits) >= limit or seen < k:
+        seen, lowest, hits = (rows[0]["seen"], rows[0]["lowest"], rows[0]["hits"]) if rows else (0, None, [])
+        if len(hits) >= limit or seen < k or _past_floor(lowest, min_similarity):
             return hits
 
 
