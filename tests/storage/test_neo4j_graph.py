@@ -407,6 +407,20 @@ async def test_vector_entity_search(store: Neo4jGraphStore, graph_namespace: str
         await store.delete_namespace(other)
 
 
+def spy_on_statements(store: Neo4jGraphStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the store's session calls (``fetch``, ``fetch_rows``, ``read``), in order."""
+    calls: list[str] = []
+    for name in ("fetch", "fetch_rows", "read"):
+        real = getattr(store._db, name)
+
+        async def spy(*args: Any, __real: Any = real, __name: str = name, **kwargs: Any) -> Any:
+            calls.append(__name)
+            return await __real(*args, **kwargs)
+
+        monkeypatch.setattr(store._db, name, spy)
+    return calls
+
+
 async def test_vector_search_is_one_statement_when_the_index_holds_enough(
     store: Neo4jGraphStore, graph_namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -418,15 +432,7 @@ async def test_vector_search_is_one_statement_when_the_index_holds_enough(
     monkeypatch.setattr(entity_vectors, "first_k", lambda limit, total, own: max(total, own) + 1)
     ents = [Entity(id=f"e{i}", namespace_id=ns, name=f"e{i}", embedding=unit(i + 1)) for i in range(30)]
     await store.upsert_graph(ns, entities=ents)
-    calls: list[str] = []
-    for name in ("fetch", "fetch_rows", "read"):
-        real = getattr(store._db, name)
-
-        async def spy(*args: Any, __real: Any = real, __name: str = name, **kwargs: Any) -> Any:
-            calls.append(__name)
-            return await __real(*args, **kwargs)
-
-        monkeypatch.setattr(store._db, name, spy)
+    calls = spy_on_statements(store, monkeypatch)
     query = unit(3)
     first = await store.search_entities_by_vector(ns, query, limit=5)
     assert calls == ["fetch", "fetch_rows"]  # the counts, then the search
@@ -469,15 +475,7 @@ async def test_vector_search_stops_growing_below_the_callers_floor(
             for i in range(20)
         ]
         await store.upsert_graph(ns, entities=ours)
-        calls: list[str] = []
-        for name in ("fetch", "fetch_rows", "read"):
-            real = getattr(store._db, name)
-
-            async def spy(*args: Any, __real: Any = real, __name: str = name, **kwargs: Any) -> Any:
-                calls.append(__name)
-                return await __real(*args, **kwargs)
-
-            monkeypatch.setattr(store._db, name, spy)
+        calls = spy_on_statements(store, monkeypatch)
         strict = await store.search_entities_by_vector(ns, query.tolist(), limit=5, min_similarity=0.5)
         assert strict == [] and calls == ["fetch", "fetch_rows"]  # the counts, then one search
         # With a floor the crowd passes, the same search grows past it and finds ours.
