@@ -353,6 +353,10 @@ class VectorCypherConfig(BaseModel):
     retriever_min_entity_similarity: float = 0.3
     #: Most entities a recall result carries (and the graph channel keeps).
     retriever_max_entities: int = 30
+    #: Most relationships a recall result carries between one ordered pair of its entities
+    #: (the heaviest): two entities named together in many documents are joined once per
+    #: document, and those parallel edges would crowd out every other pair.
+    retriever_relationships_per_pair: int = Field(default=3, ge=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -76,12 +76,14 @@ async def assemble(
     entity_scores: dict[str, float] | None = None,
     max_entities: int = 30,
     max_relationships: int = 100,
+    per_pair: int | None = None,
 ) -> Assembled:
     """Entities of the chunks, relationships among them, and every cited document.
 
     Entities are ordered by how many returned chunks mention them, then by their link
     score, then by their total mention count (``storage.chunk_graph.rank_chunk_entities``);
-    at most ``max_entities`` are kept.
+    at most ``max_entities`` are kept. Relationships are the heaviest among the kept
+    entities, at most ``per_pair`` between one ordered pair when given.
     """
     entity_scores = entity_scores or {}
     chunk_ids = [c.id for c in chunks]
@@ -95,6 +97,7 @@ async def assemble(
             entity_scores=entity_scores,
             max_entities=max_entities,
             max_relationships=max_relationships,
+            per_pair=per_pair,
         ),
         fetch_documents(stack, namespace_id, chunk_docs),
     )

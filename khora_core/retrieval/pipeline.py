@@ -315,6 +315,7 @@ class RecallPipeline:
             [cands[c].chunk for c in final],
             entity_scores=link_scores,
             max_entities=vc.retriever_max_entities,
+            per_pair=vc.retriever_relationships_per_pair,
         )
         final = [c for c in final if cands[c].chunk.document_id in built.documents]
         chunks = project_chunks(final, cands, rel, rerank_scores, built.chunk_entities, qvec)

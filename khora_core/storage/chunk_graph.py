@@ -50,6 +50,7 @@ async def read_chunk_graph(
     entity_scores: Mapping[str, float] | None = None,
     max_entities: int = 30,
     max_relationships: int = 100,
+    per_pair: int | None = None,
 ) -> ChunkGraph:
     """``GraphStore.chunk_graph`` from the store's ``entities_for_chunks`` and
     ``relationships_among``."""
@@ -58,7 +59,9 @@ async def read_chunk_graph(
     chunk_entities = await store.entities_for_chunks(namespace_id, chunk_ids)
     kept = rank_chunk_entities(chunk_ids, chunk_entities, entity_scores=entity_scores, limit=max_entities)
     relationships = (
-        await store.relationships_among(namespace_id, [e.id for e in kept], limit=max_relationships)
+        await store.relationships_among(
+            namespace_id, [e.id for e in kept], limit=max_relationships, per_pair=per_pair
+        )
         if kept
         else []
     )

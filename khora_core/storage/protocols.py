@@ -267,8 +267,16 @@ class GraphStore(Protocol):
         self, namespace_id: str, chunk_ids: Sequence[str]
     ) -> dict[str, list[Entity]]: ...
     async def relationships_among(
-        self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
-    ) -> list[Relationship]: ...
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        limit: int = 100,
+        per_pair: int | None = None,
+    ) -> list[Relationship]:
+        """Relationships with both ends among ``entity_ids``: the ``limit`` heaviest (ties by
+        id), of which at most ``per_pair`` (the heaviest) between one ordered pair when given."""
+        ...
     async def chunk_graph(
         self,
         namespace_id: str,
@@ -277,11 +285,13 @@ class GraphStore(Protocol):
         entity_scores: Mapping[str, float] | None = None,
         max_entities: int = 30,
         max_relationships: int = 100,
+        per_pair: int | None = None,
     ) -> ChunkGraph:
         """The chunks' entities, the ``max_entities`` best of them (by how many of the chunks
         mention each, then ``entity_scores``, total mentions, name and id), and at most
-        ``max_relationships`` relationships among those: ``entities_for_chunks`` followed
-        by ``relationships_among``, which a store may answer in one round trip."""
+        ``max_relationships`` relationships among those, ``per_pair`` between one ordered
+        pair: ``entities_for_chunks`` followed by ``relationships_among``, which a store may
+        answer in one round trip."""
         ...
 
     async def documents_for_entities(

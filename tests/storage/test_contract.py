@@ -357,6 +357,66 @@ async def test_batched_graph_and_vector_reads_agree_with_single_reads(kb: Khora,
         await kb.delete_namespace(other.namespace_id)
 
 
+async def test_chunk_graph_keeps_the_heaviest_few_relationships_of_each_pair(
+    kb: Khora, namespace: str
+) -> None:
+    """``per_pair``: at most that many relationships between one ordered pair, the heaviest
+    (ties by id), then the heaviest of all those; ``None`` keeps every one. Checked against
+    the rule computed here, on pairs of every kind a store may read differently: two
+    entities joined by hundreds of parallel edges (more than ``neo4j.pair_rank.DENSE_DEGREE``
+    at both ends), a popular source toward a rare target, a rare source toward a popular
+    target, a self-loop, and a pair with fewer edges than the cap."""
+    from khora_core.storage.chunk_graph import read_chunk_graph
+
+    stack, dim = kb._stack, kb.engine.embedder.dimension
+    names = {"hub": "Hub One", "hub2": "Hub Two", "x": "Rare X", "y": "Rare Y"}
+    entities = [Entity(id=i, namespace_id=namespace, name=n, type="ORG") for i, n in names.items()]
+    edges = [("hub", "hub2", f"hh-{i:03d}", (i % 7) * 0.5) for i in range(230)]
+    edges += [("hub", "x", f"hx-{i}", w) for i, w in enumerate([1.0, 3.0, 3.0, 0.5, 2.0])]
+    edges += [("x", "hub2", f"xh-{i}", w) for i, w in enumerate([2.5, 0.1, 2.5, 2.5])]
+    edges += [("hub2", "hub", "back", 9.0), ("y", "y", "self-1", 1.5), ("y", "y", "self-2", 1.5)]
+    edges += [("y", "x", f"yx-{i}", 3.0) for i in range(2)]
+    rels = [
+        Relationship(
+            id=rid, namespace_id=namespace, source_id=s, target_id=t, type="LINKS", weight=w, document_id="d2"
+        )
+        for s, t, rid, w in edges
+    ]
+    await stack.write_many(
+        namespace,
+        [
+            _doc_batch(namespace, "d1", "all four", dim, entities=entities, mentions=list(names)),
+            _doc_batch(namespace, "d2", "the links", dim, mentions=["hub", "hub2"], relationships=rels),
+        ],
+    )
+
+    def rule(per_pair: int | None, limit: int) -> list[str]:
+        by_pair: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        for s, t, rid, w in edges:
+            by_pair.setdefault((s, t), []).append((-w, rid))
+        kept = [e for group in by_pair.values() for e in sorted(group)[:per_pair]]
+        return [rid for _, rid in sorted(kept)[:limit]]
+
+    assert rule(3, 100)[:4] == ["back", "hh-006", "hh-013", "hh-020"]  # the rule itself
+    chunks = ["d1-c0", "d2-c0"]
+    for per_pair, limit in [(3, 100), (1, 100), (3, 5), (2, 8), (None, 12), (500, 1000)]:
+        graph = await stack.graph.chunk_graph(namespace, chunks, max_relationships=limit, per_pair=per_pair)
+        assert [r.id for r in graph.relationships] == rule(per_pair, limit), (per_pair, limit)
+        among = await stack.graph.relationships_among(namespace, list(names), limit=limit, per_pair=per_pair)
+        assert [r.id for r in among] == rule(per_pair, limit), (per_pair, limit)
+        reference = await read_chunk_graph(
+            stack.graph, namespace, chunks, max_relationships=limit, per_pair=per_pair
+        )
+        assert [r.id for r in reference.relationships] == rule(per_pair, limit)
+    assert (await stack.graph.chunk_graph(namespace, chunks)).relationships == (
+        await stack.graph.chunk_graph(namespace, chunks, per_pair=None)
+    ).relationships
+    assert [r.id for r in (await stack.graph.chunk_graph(namespace, chunks, per_pair=0)).relationships] == []
+    cut = await stack.graph.chunk_graph(namespace, chunks, max_entities=2, per_pair=3)
+    assert {e.id for e in cut.entities} == {"hub", "hub2"}
+    assert [r.id for r in cut.relationships] == ["back", "hh-006", "hh-013", "hh-020"]
+
+
 def _doc_batch(ns: str, doc_id: str, text: str, dim: int, *, entities=(), mentions=(), relationships=()):
     """A one-chunk ``WriteBatch``; mentions are entity ids (mentioned once in the chunk)."""
     now = datetime.now(timezone.utc)

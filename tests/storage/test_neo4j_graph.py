@@ -698,6 +698,77 @@ async def test_mention_rank_reads_each_entity_by_an_index_seek(
         await store.delete_namespace(longer)
 
 
+async def test_pair_rank_reads_a_busy_pair_by_an_index_seek(
+    store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
+) -> None:
+    """Between two entities with more than ``DENSE_DEGREE`` edges, ``chunk_graph`` reads a
+    pair's heaviest relationships by a seek on the pair rank index, ``per_pair`` deep; a
+    namespace whose id starts another's reads only its own; re-writing a relationship
+    re-keys it; edges written before the rank existed get theirs when the store is opened."""
+    from khora_core.storage.neo4j.lookups import CHUNK_GRAPH
+    from khora_core.storage.neo4j.pair_rank import DENSE_DEGREE, PAIR_RANK_INDEX
+
+    ns, longer = graph_namespace, graph_namespace + "9"
+    n = DENSE_DEGREE + 20
+    names = {"Ann": "PERSON", "Bea": "PERSON"}
+
+    def batch(space: str, doc: str, weights: list[float]) -> WriteBatch:
+        relations = [("Ann", "Bea", "KNOWS", w) for w in weights]
+        return make_batch(
+            space,
+            doc,
+            ["Ann and Bea"],
+            entities=names,
+            mentions=[("Ann", 0, 1), ("Bea", 0, 1)],
+            relations=relations,
+        )
+
+    weights = [float(k % 5) for k in range(n)]
+    await store.write_batch(ns, batch(ns, "d", weights))
+    await store.write_batch(longer, batch(longer, "d", [100.0] * 3))
+
+    def heaviest(k: int) -> list[str]:
+        return [rid for _, rid in sorted((-w, f"d-r{i}") for i, w in enumerate(weights))][:k]
+
+    async def read(space: str) -> list[str]:
+        graph = await store.chunk_graph(space, ["d-c0"], per_pair=3)
+        return [r.id for r in graph.relationships]
+
+    try:
+        assert await read(ns) == heaviest(3)
+        assert await read(longer) == ["d-r0", "d-r1", "d-r2"]
+        _, summary, _ = await neo4j_driver.execute_query(
+            "EXPLAIN " + CHUNK_GRAPH,
+            {"ns": ns, "ids": ["d-c0"], "scores": {}, "max_entities": 30, "max_relationships": 100,
+             "per_pair": 3, "dense": DENSE_DEGREE},
+        )  # fmt: skip
+        seeks = [d for op, d in _operators(summary.plan) if "RelationshipIndexSeek" in op]
+        assert any("RELATES(pair, rank_weight, id)" in d for d in seeks), _operators(summary.plan)
+
+        # Re-writing one relationship heavier moves it to the front.
+        top = Relationship(id="d-r7", namespace_id=ns, source_id=entity_id(ns, "Ann"),
+                           target_id=entity_id(ns, "Bea"), type="KNOWS", weight=50.0, document_id="d")  # fmt: skip
+        await store.upsert_graph(ns, relationships=[top])
+        weights[7] = 50.0
+        assert await read(ns) == heaviest(3) and heaviest(1) == ["d-r7"]
+
+        # A graph written before the rank: no rank on its edges and no index.
+        await neo4j_driver.execute_query(
+            "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->() REMOVE r.pair, r.rank_weight", {"ns": ns}
+        )
+        await neo4j_driver.execute_query(f"DROP INDEX {PAIR_RANK_INDEX}")
+        await store.ensure_schema()
+        assert await read(ns) == heaviest(3)
+        records, _, _ = await neo4j_driver.execute_query(
+            "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->() WHERE r.pair IS NULL RETURN count(r) AS n",
+            {"ns": ns},
+        )
+        assert records[0]["n"] == 0
+    finally:
+        await store.ensure_schema()  # the index back for the tests after this one, whatever happened
+        await store.delete_namespace(longer)
+
+
 async def test_schema_is_idempotent_and_checks_dimension(store: Neo4jGraphStore, neo4j_driver: Any) -> None:
     await store.ensure_schema()
     with pytest.raises(ConfigError, match="384"):

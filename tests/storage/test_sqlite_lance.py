@@ -919,7 +919,7 @@ async def test_relationships_among_seeks_each_pair_also_in_an_older_folder(confi
     await s.aclose()
     conn = sqlite3.connect(Path(config.data_dir) / "khora.sqlite3")  # as an older Khora left it
     with conn:
-        conn.execute("DROP INDEX ix_rel_pair")
+        conn.execute("DROP INDEX ix_rel_pair_w")
     conn.close()
 
     s = SqliteLanceStack(config, dim=DIM)
@@ -934,7 +934,7 @@ async def test_relationships_among_seeks_each_pair_also_in_an_older_folder(confi
     finally:
         await s.aclose()
     plan = raw_rows(config, "EXPLAIN QUERY PLAN " + graph_module.RELATIONSHIPS_AMONG, ns, "[]", "[]", 10)
-    assert any("ix_rel_pair (namespace_id=? AND source_id=? AND target_id=?)" in row[-1] for row in plan), (
+    assert any("ix_rel_pair_w (namespace_id=? AND source_id=? AND target_id=?)" in row[-1] for row in plan), (
         plan
     )
 

@@ -35,8 +35,10 @@ from khora_core.storage.neo4j.lookups import (
     LIST_RELATIONSHIPS,
     LIST_RELATIONSHIPS_OF,
     RELATIONSHIPS_AMONG,
+    RELATIONSHIPS_AMONG_PER_PAIR,
     TIME_NODES,
 )
+from khora_core.storage.neo4j.pair_rank import DENSE_DEGREE
 from khora_core.storage.neo4j.records import (
     entity_from_props,
     fold,
@@ -355,14 +357,29 @@ class Neo4jGraphStore:
         return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"] if present(e)] for r in rows}
 
     async def relationships_among(
-        self, namespace_id: str, entity_ids: Sequence[str], *, limit: int = 100
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        limit: int = 100,
+        per_pair: int | None = None,
     ) -> list[Relationship]:
-        """Relationships with both ends among ``entity_ids``, heaviest first."""
+        """Relationships with both ends among ``entity_ids``, heaviest first (ties by id),
+        at most ``per_pair`` between one ordered pair when given."""
         if not entity_ids:
             return []
-        rows = await self._db.fetch_rows(
-            RELATIONSHIPS_AMONG, ns=namespace_id, ids=list(set(entity_ids)), limit=max(0, limit)
-        )
+        ids, limit = list(set(entity_ids)), max(0, limit)
+        if per_pair is None:
+            rows = await self._db.fetch_rows(RELATIONSHIPS_AMONG, ns=namespace_id, ids=ids, limit=limit)
+        else:
+            rows = await self._db.fetch_rows(
+                RELATIONSHIPS_AMONG_PER_PAIR,
+                ns=namespace_id,
+                ids=ids,
+                max_relationships=limit,
+                per_pair=max(0, int(per_pair)),
+                dense=DENSE_DEGREE,
+            )
         return [
             relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows if present_edge(r)
         ]
@@ -375,18 +392,22 @@ class Neo4jGraphStore:
         entity_scores: Mapping[str, float] | None = None,
         max_entities: int = 30,
         max_relationships: int = 100,
+        per_pair: int | None = None,
     ) -> ChunkGraph:
         """The chunks' entities, the best ``max_entities`` of them and the relationships
         among those (``GraphStore.chunk_graph``), in one statement."""
         if not chunk_ids:
             return ChunkGraph()
+        max_relationships = max(0, int(max_relationships))
         rows = await self._db.fetch_rows(
             CHUNK_GRAPH,
             ns=namespace_id,
             ids=list(set(chunk_ids)),
             scores={str(k): float(v) for k, v in (entity_scores or {}).items()},
             max_entities=max(0, int(max_entities)),
-            max_relationships=max(0, int(max_relationships)),
+            max_relationships=max_relationships,
+            per_pair=max_relationships if per_pair is None else max(0, int(per_pair)),
+            dense=DENSE_DEGREE,
         )
         row = rows[0]
         chunk_entities = {

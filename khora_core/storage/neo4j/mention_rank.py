@@ -8,21 +8,18 @@ degree on every question that names it. Instead every ``MENTIONED_IN`` edge carr
 
     <len(namespace)>:<namespace><len(entity id)>:<entity id><9999999999 - count><chunk id>
 
-The length-prefixed namespace and entity id make the entity's part a prefix that starts no
-other entity's keys; the count follows as ten digits counting down, then the chunk id. One
-entity's best ``n`` mentions are then an index seek on its prefix that stops after ``n``
-entries, whatever the entity's degree.
-
-The key is computed in Cypher from stored values only (``size`` and ``toString`` of the
-namespace id, entity id, count and chunk id), in the write, the backfill and the read, so
-the three agree. Graphs written before the rank existed get theirs when the store is opened
-(``ensure_mention_rank``), before the index is created: the index's presence means every
-edge has its rank.
+The length-prefixed namespace and entity id (``keys.length_prefixed``) make the entity's
+part a prefix that starts no other entity's keys; the count follows as ten digits counting
+down, then the chunk id. One entity's best ``n`` mentions are then an index seek on its
+prefix that stops after ``n`` entries, whatever the entity's degree. Graphs written before
+the rank existed get theirs when the store is opened (``ensure_mention_rank``).
 """
 
 from __future__ import annotations
 
 import neo4j
+
+from khora_core.storage.neo4j.keys import backfill_then_index, length_prefixed
 
 __all__ = ["MENTION_RANK_INDEX", "ensure_mention_rank", "rank_key", "rank_prefix"]
 
@@ -37,9 +34,7 @@ _COUNT_TOP = 9_999_999_999
 def rank_prefix(namespace: str, entity_id: str) -> str:
     """Cypher for the prefix shared by one entity's rank keys; the arguments are Cypher
     expressions (variable or parameter names), never user text."""
-    return (
-        f"toString(size({namespace})) + ':' + {namespace} + toString(size({entity_id})) + ':' + {entity_id}"
-    )
+    return length_prefixed(namespace, entity_id)
 
 
 def rank_key(namespace: str, entity_id: str, count: str, chunk_id: str) -> str:
@@ -62,19 +57,5 @@ _CREATE_INDEX = f"CREATE INDEX {MENTION_RANK_INDEX} IF NOT EXISTS FOR ()-[m:MENT
 
 
 async def ensure_mention_rank(driver: neo4j.AsyncDriver, *, database: str) -> None:
-    """Give every ``MENTIONED_IN`` edge its rank, then create the index, unless it exists.
-
-    A store created by this version only creates the index; one written before it is
-    backfilled first, once (idempotent if interrupted: the next open finishes it).
-    """
-    records, _, _ = await driver.execute_query(
-        "SHOW INDEXES YIELD name WHERE name = $name RETURN count(*) AS n",
-        {"name": MENTION_RANK_INDEX},
-        database_=database,
-    )
-    if records and records[0]["n"]:
-        return
-    async with driver.session(database=database) as session:
-        result = await session.run(_BACKFILL)
-        await result.consume()
-    await driver.execute_query(_CREATE_INDEX, database_=database)
+    """Give every ``MENTIONED_IN`` edge its rank, then create the index, unless it exists."""
+    await backfill_then_index(driver, database=database, index=_CREATE_INDEX, backfill=_BACKFILL)

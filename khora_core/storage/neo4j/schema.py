@@ -8,7 +8,7 @@ Graph model (fixed by the storage conventions)::
               embedding, mention_count, property_keys, property_values})
     (:Entity)-[:MENTIONED_IN {count, document_id, rank}]->(:Chunk)
     (:Entity)-[:RELATES {id, namespace_id, type, description, weight, document_id, chunk_id,
-                         property_keys, property_values}]->(:Entity)
+                         property_keys, property_values, pair, rank_weight}]->(:Entity)
 
 ``property_keys`` / ``property_values`` hold an entity's or relationship's free-form
 ``properties``: the keys, and each value as JSON text at the same position (absent when
@@ -16,7 +16,8 @@ there are none; graphs written before them need no migration).
     (:Chunk)-[:AT_TIME]->(:TimeNode {namespace_id, key: "YYYY-MM-DD"})
 
 ``rank`` orders an entity's mentions for the index behind ``chunk_mentions``
-(``mention_rank``).
+(``mention_rank``); ``pair`` and ``rank_weight`` on ``RELATES`` order one pair's
+relationships for ``chunk_graph`` (``pair_rank``).
 
 Uniqueness is per namespace: composite ``(namespace_id, id)`` uniqueness constraints, which
 Neo4j 5 Community supports (node keys are Enterprise-only). Each constraint's backing range
@@ -29,6 +30,7 @@ import neo4j
 
 from khora_core.errors import ConfigError
 from khora_core.storage.neo4j.mention_rank import ensure_mention_rank
+from khora_core.storage.neo4j.pair_rank import ensure_pair_rank
 
 __all__ = ["NAME_WORDS_INDEX", "VECTOR_INDEX", "ensure_schema", "schema_statements"]
 
@@ -114,6 +116,7 @@ async def ensure_schema(driver: neo4j.AsyncDriver, *, database: str, embedding_d
                 setting="KHORA_EMBEDDING_MODEL",
             )
     await ensure_mention_rank(driver, database=database)
+    await ensure_pair_rank(driver, database=database)
     await driver.execute_query("CALL db.awaitIndexes(300)", database_=database)
     while True:
         records, _, _ = await driver.execute_query(_BACKFILL_ALIASES, database_=database)

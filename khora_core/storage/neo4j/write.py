@@ -6,8 +6,8 @@ atomically). All writes are batched ``UNWIND`` statements; every ``MATCH``/``MER
 the namespace. Merge rules match the embedded store: an entity keeps its stored name,
 aliases are united, a new type wins unless it is the default ``CONCEPT``, a new description
 or embedding wins when given, and ``mention_count`` is always the sum of the entity's
-``MENTIONED_IN`` counts, and each ``MENTIONED_IN`` edge carries its ``rank`` key
-(``mention_rank``). Free-form ``properties`` of entities and relationships are two
+``MENTIONED_IN`` counts, each ``MENTIONED_IN`` edge carries its ``rank`` key
+(``mention_rank``) and each ``RELATES`` edge its ``pair`` and ``rank_weight`` (``pair_rank``). Free-form ``properties`` of entities and relationships are two
 list properties, ``property_keys`` and ``property_values`` (each value as JSON text); an
 upsert updates them key by key, in Cypher, from parameters only.
 
@@ -28,6 +28,7 @@ from neo4j import AsyncManagedTransaction
 from khora_core.errors import InvalidInputError
 from khora_core.models import Entity, Mention, Relationship, WriteBatch
 from khora_core.storage.neo4j.mention_rank import rank_key
+from khora_core.storage.neo4j.pair_rank import set_pair_rank
 from khora_core.storage.neo4j.params import quiet
 from khora_core.storage.neo4j.records import (
     chunk_props,
@@ -149,13 +150,13 @@ SET m.rank = {rank_key("$ns", "row.entity_id", "m.count", "row.chunk_id")}
 
 # A relationship is keyed by (namespace_id, id); re-writing one may move its endpoints.
 # Its properties are the stored ones updated key by key by the row's.
-_MERGE_RELATIONSHIPS = """
+_MERGE_RELATIONSHIPS = f"""
 UNWIND $rows AS row
-MATCH (s:Entity {namespace_id: $ns, id: row.source_id})
+MATCH (s:Entity {{namespace_id: $ns, id: row.source_id}})
 USING INDEX s:Entity(namespace_id, id)
-MATCH (t:Entity {namespace_id: $ns, id: row.target_id})
+MATCH (t:Entity {{namespace_id: $ns, id: row.target_id}})
 USING INDEX t:Entity(namespace_id, id)
-OPTIONAL MATCH (:Entity {namespace_id: $ns})-[old:RELATES {namespace_id: $ns, id: row.id}]->(:Entity {namespace_id: $ns})
+OPTIONAL MATCH (:Entity {{namespace_id: $ns}})-[old:RELATES {{namespace_id: $ns, id: row.id}}]->(:Entity {{namespace_id: $ns}})
 USING INDEX old:RELATES(namespace_id, id)
 WITH s, t, row, old, coalesce(old.property_keys, []) AS old_keys, coalesce(old.property_values, []) AS old_values
 DELETE old
@@ -166,7 +167,8 @@ WITH s, t, row, [i IN kept | old_keys[i]] + row.property_keys AS keys,
 CREATE (s)-[r:RELATES]->(t)
 SET r = row.props,
     r.property_keys = CASE WHEN size(keys) = 0 THEN null ELSE keys END,
-    r.property_values = CASE WHEN size(keys) = 0 THEN null ELSE values END
+    r.property_values = CASE WHEN size(keys) = 0 THEN null ELSE values END,
+    {set_pair_rank("r", "$ns", "s", "t", "row.props.weight")}
 """
 
 # A write adds to an entity's mention_count what it adds to its MENTIONED_IN counts (one

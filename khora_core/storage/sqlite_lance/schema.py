@@ -101,7 +101,8 @@ DROP INDEX IF EXISTS ix_rel_target;
 CREATE INDEX IF NOT EXISTS ix_rel_source_w ON relationships (namespace_id, source_id, weight DESC, id);
 CREATE INDEX IF NOT EXISTS ix_rel_target_w ON relationships (namespace_id, target_id, weight DESC, id);
 CREATE INDEX IF NOT EXISTS ix_rel_document ON relationships (namespace_id, document_id);
-CREATE INDEX IF NOT EXISTS ix_rel_pair ON relationships (namespace_id, source_id, target_id);
+DROP INDEX IF EXISTS ix_rel_pair;
+CREATE INDEX IF NOT EXISTS ix_rel_pair_w ON relationships (namespace_id, source_id, target_id, weight DESC, id);
 CREATE TABLE IF NOT EXISTS time_nodes (
     namespace_id TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (namespace_id, key));
 CREATE TABLE IF NOT EXISTS chunk_time (
