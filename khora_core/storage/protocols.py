@@ -277,6 +277,7 @@ class GraphStore(Protocol):
         """Relationships with both ends among ``entity_ids``: the ``limit`` heaviest (ties by
         id), of which at most ``per_pair`` (the heaviest) between one ordered pair when given."""
         ...
+
     async def chunk_graph(
         self,
         namespace_id: str,

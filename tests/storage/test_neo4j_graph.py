@@ -639,6 +639,26 @@ def _operators(plan: Any) -> list[tuple[str, str]]:
     ]
 
 
+async def _rekeyed_on_open(
+    store: Neo4jGraphStore, driver: Any, ns: str, edge: str, keys: list[str], index: str
+) -> None:
+    """Leave the namespace's ``edge`` edges as a store written before ``keys`` existed did
+    (no keys, no ``index``), open the store again, and check that every edge has them back.
+    ``edge``, ``keys`` and ``index`` are the test's own constants."""
+    await driver.execute_query(
+        f"MATCH (:Entity {{namespace_id: $ns}})-[x:{edge}]->() REMOVE " + ", ".join(f"x.{k}" for k in keys),
+        {"ns": ns},
+    )
+    await driver.execute_query(f"DROP INDEX {index}")
+    await store.ensure_schema()
+    missing = " OR ".join(f"x.{k} IS NULL" for k in keys)
+    records, _, _ = await driver.execute_query(
+        f"MATCH (:Entity {{namespace_id: $ns}})-[x:{edge}]->() WHERE {missing} RETURN count(x) AS n",
+        {"ns": ns},
+    )
+    assert records[0]["n"] == 0
+
+
 async def test_mention_rank_reads_each_entity_by_an_index_seek(
     store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
 ) -> None:
@@ -682,17 +702,8 @@ async def test_mention_rank_reads_each_entity_by_an_index_seek(
         assert any("MENTIONED_IN(rank)" in d for d in seeks), _operators(summary.plan)
 
         # A graph written before the rank: no rank on its edges and no index.
-        await neo4j_driver.execute_query(
-            "MATCH (:Entity {namespace_id: $ns})-[m:MENTIONED_IN]->() REMOVE m.rank", {"ns": ns}
-        )
-        await neo4j_driver.execute_query(f"DROP INDEX {MENTION_RANK_INDEX}")
-        await store.ensure_schema()
+        await _rekeyed_on_open(store, neo4j_driver, ns, "MENTIONED_IN", ["rank"], MENTION_RANK_INDEX)
         assert await store.chunk_mentions(ns, ids, per_entity=5) == want
-        records, _, _ = await neo4j_driver.execute_query(
-            "MATCH (:Entity {namespace_id: $ns})-[m:MENTIONED_IN]->() WHERE m.rank IS NULL RETURN count(m) AS n",
-            {"ns": ns},
-        )
-        assert records[0]["n"] == 0
     finally:
         await store.ensure_schema()  # the index back for the tests after this one, whatever happened
         await store.delete_namespace(longer)
@@ -753,17 +764,8 @@ async def test_pair_rank_reads_a_busy_pair_by_an_index_seek(
         assert await read(ns) == heaviest(3) and heaviest(1) == ["d-r7"]
 
         # A graph written before the rank: no rank on its edges and no index.
-        await neo4j_driver.execute_query(
-            "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->() REMOVE r.pair, r.rank_weight", {"ns": ns}
-        )
-        await neo4j_driver.execute_query(f"DROP INDEX {PAIR_RANK_INDEX}")
-        await store.ensure_schema()
+        await _rekeyed_on_open(store, neo4j_driver, ns, "RELATES", ["pair", "rank_weight"], PAIR_RANK_INDEX)
         assert await read(ns) == heaviest(3)
-        records, _, _ = await neo4j_driver.execute_query(
-            "MATCH (:Entity {namespace_id: $ns})-[r:RELATES]->() WHERE r.pair IS NULL RETURN count(r) AS n",
-            {"ns": ns},
-        )
-        assert records[0]["n"] == 0
     finally:
         await store.ensure_schema()  # the index back for the tests after this one, whatever happened
         await store.delete_namespace(longer)

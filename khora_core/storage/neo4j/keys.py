@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import neo4j
 
-__all__ = ["backfill_then_index", "length_prefixed"]
+__all__ = ["backfill_statement", "backfill_then_index", "length_prefixed"]
 
 
 def length_prefixed(*parts: str) -> str:
     """Cypher for the parts (Cypher expressions: variable or parameter names, never user
     text), each after its length and a colon, joined."""
     return " + ".join(f"toString(size({p})) + ':' + {p}" for p in parts)
+
+
+def backfill_statement(pattern: str, missing: str, carried: str, assignments: str) -> str:
+    """One pass over the edges of ``pattern`` for which ``missing`` holds, setting
+    ``assignments`` (with the ``carried`` variables in scope), committed every 10,000 edges:
+    an auto-commit statement, since ``CALL ... IN TRANSACTIONS`` cannot run in a managed
+    transaction. The arguments are Cypher of this package's own, never user text."""
+    return (
+        f"MATCH {pattern}\nWHERE {missing}\n"
+        f"CALL {{\n  WITH {carried}\n  SET {assignments}\n}} IN TRANSACTIONS OF 10000 ROWS"
+    )
 
 
 async def backfill_then_index(driver: neo4j.AsyncDriver, *, database: str, index: str, backfill: str) -> None:

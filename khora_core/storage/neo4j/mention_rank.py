@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import neo4j
 
-from khora_core.storage.neo4j.keys import backfill_then_index, length_prefixed
+from khora_core.storage.neo4j.keys import backfill_statement, backfill_then_index, length_prefixed
 
 __all__ = ["MENTION_RANK_INDEX", "ensure_mention_rank", "rank_key", "rank_prefix"]
 
@@ -42,16 +42,12 @@ def rank_key(namespace: str, entity_id: str, count: str, chunk_id: str) -> str:
     return f"{rank_prefix(namespace, entity_id)} + toString({_COUNT_TOP} - {count}) + {chunk_id}"
 
 
-# One pass over the edges still without a rank, committed every 10,000 edges (an
-# auto-commit statement: ``CALL ... IN TRANSACTIONS`` cannot run in a managed transaction).
-_BACKFILL = f"""
-MATCH (e:Entity)-[m:MENTIONED_IN]->(c:Chunk)
-WHERE m.rank IS NULL
-CALL {{
-  WITH e, m, c
-  SET m.rank = {rank_key("e.namespace_id", "e.id", "m.count", "c.id")}
-}} IN TRANSACTIONS OF 10000 ROWS
-"""
+_BACKFILL = backfill_statement(
+    "(e:Entity)-[m:MENTIONED_IN]->(c:Chunk)",
+    "m.rank IS NULL",
+    "e, m, c",
+    "m.rank = " + rank_key("e.namespace_id", "e.id", "m.count", "c.id"),
+)
 
 _CREATE_INDEX = f"CREATE INDEX {MENTION_RANK_INDEX} IF NOT EXISTS FOR ()-[m:MENTIONED_IN]-() ON (m.rank)"
 

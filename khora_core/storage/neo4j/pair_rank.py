@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import neo4j
 
-from khora_core.storage.neo4j.keys import backfill_then_index, length_prefixed
+from khora_core.storage.neo4j.keys import backfill_statement, backfill_then_index, length_prefixed
 
 __all__ = ["DENSE_DEGREE", "PAIR_RANK_INDEX", "ensure_pair_rank", "pair_key", "set_pair_rank"]
 
@@ -49,16 +49,12 @@ def set_pair_rank(rel: str, namespace: str, source: str, target: str, weight: st
     return f"{rel}.pair = {key}, {rel}.rank_weight = -({weight})"
 
 
-# One pass over the edges still without a rank, committed every 10,000 edges (an
-# auto-commit statement: ``CALL ... IN TRANSACTIONS`` cannot run in a managed transaction).
-_BACKFILL = f"""
-MATCH (s:Entity)-[r:RELATES]->(t:Entity)
-WHERE r.pair IS NULL
-CALL {{
-  WITH s, r, t
-  SET {set_pair_rank("r", "r.namespace_id", "s", "t", "r.weight")}
-}} IN TRANSACTIONS OF 10000 ROWS
-"""
+_BACKFILL = backfill_statement(
+    "(s:Entity)-[r:RELATES]->(t:Entity)",
+    "r.pair IS NULL",
+    "s, r, t",
+    set_pair_rank("r", "r.namespace_id", "s", "t", "r.weight"),
+)
 
 _CREATE_INDEX = (
     f"CREATE INDEX {PAIR_RANK_INDEX} IF NOT EXISTS FOR ()-[r:RELATES]-() ON (r.pair, r.rank_weight, r.id)"
