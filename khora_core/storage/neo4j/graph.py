@@ -34,7 +34,6 @@ from khora_core.storage.neo4j.lookups import (
     LIST_ENTITIES,
     LIST_RELATIONSHIPS,
     LIST_RELATIONSHIPS_OF,
-    RELATIONSHIPS_AMONG,
     RELATIONSHIPS_AMONG_PER_PAIR,
     TIME_NODES,
 )
@@ -368,18 +367,15 @@ class Neo4jGraphStore:
         at most ``per_pair`` between one ordered pair when given."""
         if not entity_ids:
             return []
-        ids, limit = list(set(entity_ids)), max(0, limit)
-        if per_pair is None:
-            rows = await self._db.fetch_rows(RELATIONSHIPS_AMONG, ns=namespace_id, ids=ids, limit=limit)
-        else:
-            rows = await self._db.fetch_rows(
-                RELATIONSHIPS_AMONG_PER_PAIR,
-                ns=namespace_id,
-                ids=ids,
-                max_relationships=limit,
-                per_pair=max(0, int(per_pair)),
-                dense=DENSE_DEGREE,
-            )
+        limit = max(0, int(limit))
+        rows = await self._db.fetch_rows(
+            RELATIONSHIPS_AMONG_PER_PAIR,
+            ns=namespace_id,
+            ids=list(set(entity_ids)),
+            max_relationships=limit,
+            per_pair=limit if per_pair is None else max(0, int(per_pair)),  # `limit` per pair caps nothing
+            dense=DENSE_DEGREE,
+        )
         return [
             relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows if present_edge(r)
         ]

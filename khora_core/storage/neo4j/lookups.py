@@ -24,7 +24,6 @@ __all__ = [
     "LIST_ENTITIES",
     "LIST_RELATIONSHIPS",
     "LIST_RELATIONSHIPS_OF",
-    "RELATIONSHIPS_AMONG",
     "RELATIONSHIPS_AMONG_PER_PAIR",
     "TIME_NODES",
 ]
@@ -65,19 +64,6 @@ WHERE c.id IN $ids
 WITH c.id AS chunk_id, e, m ORDER BY m.count DESC, e.name_lower, e.id
 WITH chunk_id, collect(e {ENTITY_FIELDS}) AS entities
 RETURN collect({{chunk_id: chunk_id, entities: entities}}) AS rows
-"""
-
-# The far end is checked by node identity, not by its properties: reading each expanded
-# entity's namespace and id cost more than the walk itself (30 entities of a multi-hop
-# result, 2,700 expanded edges: 3 ms on the server instead of 4.5-6).
-RELATIONSHIPS_AMONG = """
-MATCH (s:Entity {namespace_id: $ns}) WHERE s.id IN $ids
-WITH collect(s) AS ents
-UNWIND ents AS s
-MATCH (s)-[r:RELATES]->(t)
-WHERE t IN ents
-WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $limit
-RETURN collect({r: properties(r), source_id: s.id, target_id: t.id}) AS rows
 """
 
 # The relationships among the entity nodes ``kept``: at most $per_pair between one ordered
@@ -133,7 +119,7 @@ CALL {{
 }}
 """
 
-#: RELATIONSHIPS_AMONG with at most $per_pair relationships between one ordered pair.
+#: Relationships with both ends among the entities ``$ids`` (``_AMONG_PER_PAIR``).
 RELATIONSHIPS_AMONG_PER_PAIR = f"""
 MATCH (s:Entity {{namespace_id: $ns}}) WHERE s.id IN $ids
 WITH collect(s) AS kept
