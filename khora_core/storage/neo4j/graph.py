@@ -47,7 +47,6 @@ from khora_core.storage.neo4j.records import (
 )
 from khora_core.storage.neo4j.schema import NAME_WORDS_INDEX, ensure_schema
 from khora_core.storage.neo4j.search import (
-    ENTITIES_BY_ID,
     GET_ENTITIES,
     chunks_for_entities_tx,
     chunks_for_entity_groups_tx,
@@ -197,29 +196,6 @@ class Neo4jGraphStore:
             r["e"]["id"]: entity_from_props(r["e"], with_embedding=True) for r in rows if present(r["e"])
         }
         return [found[i] for i in ids if i in found]
-
-    async def entities_by_id(self, namespace_id: str, entity_ids: Sequence[str]) -> dict[str, Entity]:
-        """The namespace's entities among ``entity_ids``, by id, without their embeddings
-        (the fields a search hit carries); ids not stored are left out."""
-        ids = list(dict.fromkeys(entity_ids))
-        if not ids:
-            return {}
-        rows = await self._db.fetch_rows(ENTITIES_BY_ID, ns=namespace_id, ids=ids)
-        return {r["e"]["id"]: entity_from_props(r["e"]) for r in rows if present(r["e"])}
-
-    async def entity_vectors_page(
-        self, namespace_id: str, after_id: str, size: int
-    ) -> list[tuple[str, list[float]]]:
-        """``(id, embedding)`` of the namespace's entities that have one, by id, the first
-        ``size`` after ``after_id`` (for copying the vectors elsewhere)."""
-        rows = await self._db.fetch(
-            "MATCH (e:Entity {namespace_id: $ns}) WHERE e.id > $after AND e.embedding IS NOT NULL "
-            "RETURN e.id AS id, e.embedding AS embedding ORDER BY e.id LIMIT $size",
-            ns=namespace_id,
-            after=after_id,
-            size=size,
-        )
-        return [(r["id"], [float(x) for x in r["embedding"]]) for r in rows]
 
     async def list_entities(
         self, namespace_id: str, *, offset: int = 0, limit: int = 100, type: str | None = None

@@ -326,7 +326,6 @@ class PostgresDocumentStore:
         async with self._pool.transaction() as conn:
             # Children first, set-wise: cheaper than row-by-row FK cascades.
             await conn.execute("DELETE FROM khora_terms WHERE namespace_id = $1", namespace_id)
-            await conn.execute("DELETE FROM khora_entity_vectors WHERE namespace_id = $1", namespace_id)
             await conn.execute("DELETE FROM khora_chunks WHERE namespace_id = $1", namespace_id)
             await conn.execute("DELETE FROM khora_chunk_totals WHERE namespace_id = $1", namespace_id)
             await conn.execute("DELETE FROM khora_documents WHERE namespace_id = $1", namespace_id)

@@ -25,13 +25,7 @@ from khora_core.storage.postgres.pool import PgPool
 __all__ = ["SETTLED_TABLES", "settle", "unanalyzed_tables"]
 
 #: The tables a ``remember_batch`` writes, largest first. Fixed names, never user text.
-SETTLED_TABLES = (
-    "khora_terms",
-    "khora_chunks",
-    "khora_entity_vectors",
-    "khora_documents",
-    "khora_namespaces",
-)
+SETTLED_TABLES = ("khora_terms", "khora_chunks", "khora_documents", "khora_namespaces")
 
 
 async def settle(pool: PgPool, *, tables: tuple[str, ...] = SETTLED_TABLES) -> dict[str, Any]:

@@ -18,9 +18,6 @@ with PostgreSQL as the source of truth for what recall can see:
 * ``delete_document`` removes the graph first, then the rows: when either server is
   unreachable the call fails with the document still stored, so the same ``forget``
   retried after the outage finishes it.
-* entities are searched by vector in PostgreSQL (``khora_entity_vectors``, an index over
-  Neo4j's entities: ``entity_vectors.py``); a write stores its entities' vectors once its
-  graph has landed, and a failure there is compensated like a failed graph write.
 
 A large ``write_many`` lands its graph in transactions of about :data:`GRAPH_WRITE_ROWS`
 rows each. Every Neo4j write transaction adds a segment to the Lucene indexes behind the
@@ -36,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from khora_core.config import StorageConfig
 from khora_core.errors import StorageUnavailableError
-from khora_core.models import ChunkHit, Entity, NamespaceStats, Relationship, WriteBatch
-from khora_core.storage.protocols import EntityHit, SearchPage
+from khora_core.models import ChunkHit, NamespaceStats, WriteBatch
+from khora_core.storage.protocols import SearchPage
 
 if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
     from khora_core.storage.neo4j import Neo4jGraphStore
     from khora_core.storage.postgres.documents import PostgresDocumentStore
-    from khora_core.storage.postgres.entity_vectors import EntityVectors
 
 __all__ = ["GRAPH_WRITE_ROWS", "PostgresNeo4jStack", "graph_slices"]
 
@@ -73,66 +69,14 @@ def graph_slices(
 
 
 class _RowCheckedGraph:
-    """The Neo4j graph store, with chunk results re-read from PostgreSQL and entities
-    searched by vector there (see module doc)."""
+    """The Neo4j graph store, with chunk results re-read from PostgreSQL (see module doc)."""
 
-    def __init__(
-        self, graph: Neo4jGraphStore, documents: PostgresDocumentStore, entity_vectors: EntityVectors
-    ) -> None:
+    def __init__(self, graph: Neo4jGraphStore, documents: PostgresDocumentStore) -> None:
         self._graph = graph
         self._documents = documents
-        self._entity_vectors = entity_vectors
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._graph, name)
-
-    async def search_entities_by_vector(
-        self, namespace_id: str, vector: Sequence[float], *, limit: int, min_similarity: float = 0.0
-    ) -> list[EntityHit]:
-        """Entities by raw cosine of their name vector, nearest first (``entity_vectors.py``).
-
-        Raises:
-            InvalidInputError: ``vector`` has the wrong dimension.
-        """
-        found = await self.search_entities_by_vectors(
-            namespace_id, [vector], limit=limit, min_similarity=min_similarity
-        )
-        return found[0]
-
-    async def search_entities_by_vectors(
-        self,
-        namespace_id: str,
-        vectors: Sequence[Sequence[float]],
-        *,
-        limit: int,
-        min_similarity: float = 0.0,
-    ) -> list[list[EntityHit]]:
-        """``search_entities_by_vector`` for each of ``vectors``."""
-        return await self._entity_vectors.search(
-            namespace_id,
-            vectors,
-            limit=limit,
-            min_similarity=min_similarity,
-            lookup=self._graph.entities_by_id,
-        )
-
-    async def upsert_graph(
-        self,
-        namespace_id: str,
-        *,
-        entities: Sequence[Entity] = (),
-        relationships: Sequence[Relationship] = (),
-    ) -> None:
-        """Neo4j's ``upsert_graph``, then the entities' vectors (a failure there removes
-        nothing: the entities stay, found by name until their vectors are written again)."""
-        await self._graph.upsert_graph(namespace_id, entities=entities, relationships=relationships)
-        await self._entity_vectors.upsert(namespace_id, entities)
-
-    async def delete_entities(self, namespace_id: str, entity_ids: Sequence[str]) -> int:
-        """Neo4j's ``delete_entities``, with the entities' vectors."""
-        gone = await self._graph.delete_entities(namespace_id, entity_ids)
-        await self._entity_vectors.delete(namespace_id, entity_ids)
-        return gone
 
     async def chunks_for_entities(
         self,
@@ -195,7 +139,6 @@ class PostgresNeo4jStack:
     async def open(self) -> None:
         from khora_core.storage.neo4j import Neo4jGraphStore, open_driver
         from khora_core.storage.postgres.documents import PostgresDocumentStore
-        from khora_core.storage.postgres.entity_vectors import EntityVectors, copy_from_graph
         from khora_core.storage.postgres.keywords import PostgresKeywordIndex
         from khora_core.storage.postgres.vectors import PostgresVectorIndex
 
@@ -210,7 +153,6 @@ class PostgresNeo4jStack:
             )
             graph = Neo4jGraphStore(self._driver, database=self.config.neo4j_database, embedding_dim=self.dim)
             await graph.ensure_schema()
-            await copy_from_graph(documents.pool, documents.list_namespaces, graph.entity_vectors_page)
         except BaseException:
             await documents.aclose()
             if self._driver is not None:
@@ -220,8 +162,7 @@ class PostgresNeo4jStack:
         self.vectors = PostgresVectorIndex(documents.pool, self.config)
         self.keywords = PostgresKeywordIndex(documents.pool, self.config)
         self._neo4j = graph
-        self._entity_vectors = EntityVectors(documents.pool)
-        self.graph = _RowCheckedGraph(graph, documents, self._entity_vectors)
+        self.graph = _RowCheckedGraph(graph, documents)
 
     async def aclose(self) -> None:
         if getattr(self, "documents", None) is not None:
@@ -243,7 +184,6 @@ class PostgresNeo4jStack:
             for part in graph_slices(batches):
                 await self._neo4j.write_batches(namespace_id, part)
                 landed.update(b.document.id for b in part)
-            await self._entity_vectors.upsert(namespace_id, [e for b in batches for e in b.entities])
         except BaseException as exc:
             graph_reachable = not isinstance(exc, StorageUnavailableError)
             for batch in batches:
