@@ -462,6 +462,59 @@ async def test_chunk_totals_are_computed_for_a_store_written_before_them(fresh_s
         await pool.aclose()
 
 
+async def test_posting_lengths_are_filled_in_for_a_store_written_before_them(fresh_schema: str) -> None:
+    """A database migrated before schema 6 has postings without their chunk's length: the
+    migration copies each chunk's ``term_count`` into its postings, BM25 scores come out as
+    before, and new writes carry the length themselves."""
+    await migrate(fresh_schema, DIM)
+    pool = await open_pool(StorageConfig(database_url=fresh_schema), dim=DIM)
+    texts = ("zebra banana", "banana cherry durian banana", "cherry")
+    try:
+        store = PostgresDocumentStore(pool)
+        await store.create_namespace(Namespace(namespace_id="ns", created_at=T0))
+        await store.write_rows("ns", make_batch("ns", [(t, vec(1)) for t in texts]))
+        before = [
+            (h.chunk.id, h.score)
+            for h in (await PostgresKeywordIndex(pool).search("ns", "banana cherry", limit=5)).hits
+        ]
+        # What a store looked like before schema 6.
+        async with pool.transaction() as conn:
+            await conn.execute("ALTER TABLE khora_terms DROP CONSTRAINT khora_terms_pkey")
+            await conn.execute("ALTER TABLE khora_terms DROP COLUMN chunk_terms")
+            await conn.execute(
+                "ALTER TABLE khora_terms ADD CONSTRAINT khora_terms_pkey "
+                "PRIMARY KEY (namespace_id, term, chunk_id) INCLUDE (tf)"
+            )
+            await conn.execute(
+                "CREATE INDEX ix_khora_chunks_term_count ON khora_chunks (namespace_id, id) INCLUDE (term_count)"
+            )
+            await conn.execute("DELETE FROM khora_schema_version WHERE version = 6")
+    finally:
+        await pool.aclose()
+
+    assert await migrate(fresh_schema, DIM) == [6]
+    pool = await open_pool(StorageConfig(database_url=fresh_schema), dim=DIM)
+    mismatched = (
+        "SELECT count(*) FROM khora_terms t JOIN khora_chunks c "
+        "ON c.namespace_id = t.namespace_id AND c.id = t.chunk_id WHERE t.chunk_terms <> c.term_count"
+    )
+    try:
+        assert await pool.fetchval(mismatched) == 0
+        assert await pool.fetchval("SELECT count(*) FROM khora_terms") == 6
+        dropped = "SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = $1"
+        assert await pool.fetchval(dropped, "ix_khora_chunks_term_count") == 0
+        after = [
+            (h.chunk.id, h.score)
+            for h in (await PostgresKeywordIndex(pool).search("ns", "banana cherry", limit=5)).hits
+        ]
+        assert after == before and len(after) == 3
+        await PostgresDocumentStore(pool).write_rows("ns", make_batch("ns", [("one more banana", vec(1))]))
+        assert await pool.fetchval("SELECT count(*) FROM khora_terms") == 8
+        assert await pool.fetchval(mismatched) == 0
+    finally:
+        await pool.aclose()
+
+
 async def test_namespace_isolation(pg: Pg) -> None:
     ns1, ns2 = await new_namespace(pg), await new_namespace(pg)
     b1 = make_batch(ns1, [("shared words here", vec(1))], doc_id="same-id")
@@ -651,7 +704,9 @@ async def test_terms_stored_before_stemming_are_stemmed_once(fresh_schema: str) 
         await store.create_namespace(Namespace(namespace_id="ns", created_at=T0))
         batch = make_batch("ns", [(t, vec(1)) for t in texts], doc_id="d1")
         await store.write_rows("ns", batch)
-        stemmed = sorted(tuple(r) for r in await pool.fetch("SELECT term, chunk_id, tf FROM khora_terms"))
+        stemmed = sorted(
+            tuple(r) for r in await pool.fetch("SELECT term, chunk_id, tf, chunk_terms FROM khora_terms")
+        )
         lengths = await pool.fetch("SELECT id, term_count FROM khora_chunks ORDER BY id")
     finally:
         await pool.aclose()
@@ -662,8 +717,9 @@ async def test_terms_stored_before_stemming_are_stemmed_once(fresh_schema: str) 
         for c in batch.chunks:
             words = [w for w in re.findall(r"\w+", c.search_text.lower()) if w not in STOPWORDS]
             await conn.executemany(
-                "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf) VALUES ('ns', $1, $2, $3)",
-                [(term, c.id, tf) for term, tf in Counter(words).items()],
+                "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf, chunk_terms) "
+                "VALUES ('ns', $1, $2, $3, $4)",
+                [(term, c.id, tf, len(words)) for term, tf in Counter(words).items()],
             )
         await conn.execute("DELETE FROM khora_settings WHERE key = 'bm25_terms'")
     finally:
@@ -672,10 +728,8 @@ async def test_terms_stored_before_stemming_are_stemmed_once(fresh_schema: str) 
     await migrate(fresh_schema, DIM)
     pool = await open_pool(StorageConfig(database_url=fresh_schema), dim=DIM)
     try:
-        assert (
-            sorted(tuple(r) for r in await pool.fetch("SELECT term, chunk_id, tf FROM khora_terms"))
-            == stemmed
-        )
+        restemmed = await pool.fetch("SELECT term, chunk_id, tf, chunk_terms FROM khora_terms")
+        assert sorted(tuple(r) for r in restemmed) == stemmed
         assert await pool.fetch("SELECT id, term_count FROM khora_chunks ORDER BY id") == lengths
         assert await pool.fetchval("SELECT value FROM khora_settings WHERE key = 'bm25_terms'") == "porter"
         page = await PostgresKeywordIndex(pool).search("ns", "paints", limit=5)

@@ -296,9 +296,10 @@ class PostgresDocumentStore:
                     await conn.executemany(CHUNK_INSERT, chunk_args)
                 if terms[0]:
                     await conn.execute(
-                        "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf) "
-                        "SELECT $1, t.term, t.chunk_id, t.tf "
-                        "FROM unnest($2::text[], $3::text[], $4::int[]) AS t(term, chunk_id, tf)",
+                        "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf, chunk_terms) "
+                        "SELECT $1, t.term, t.chunk_id, t.tf, t.chunk_terms "
+                        "FROM unnest($2::text[], $3::text[], $4::int[], $5::int[]) "
+                        "AS t(term, chunk_id, tf, chunk_terms)",
                         namespace_id,
                         *terms,
                     )
@@ -352,20 +353,24 @@ def _check_batch(namespace_id: str, batch: WriteBatch) -> None:
 
 def _prepare_rows(
     namespace_id: str, batches: Sequence[WriteBatch]
-) -> tuple[list[tuple[Any, ...]], tuple[list[str], list[str], list[int]]]:
-    """Insert arguments for the chunks and the flattened (term, chunk id, tf) postings."""
+) -> tuple[list[tuple[Any, ...]], tuple[list[str], list[str], list[int], list[int]]]:
+    """Insert arguments for the chunks and the flattened (term, chunk id, tf, chunk length)
+    postings."""
     chunk_args: list[tuple[Any, ...]] = []
     t_terms: list[str] = []
     t_chunks: list[str] = []
     t_tfs: list[int] = []
+    t_lengths: list[int] = []
     for chunk in (c for b in batches for c in b.chunks):
         tf = term_frequencies(chunk.search_text)
-        chunk_args.append(chunk_insert_args(namespace_id, chunk, sum(tf.values())))
+        length = sum(tf.values())
+        chunk_args.append(chunk_insert_args(namespace_id, chunk, length))
         for term, count in tf.items():
             t_terms.append(term)
             t_chunks.append(chunk.id)
             t_tfs.append(count)
-    return chunk_args, (t_terms, t_chunks, t_tfs)
+            t_lengths.append(length)
+    return chunk_args, (t_terms, t_chunks, t_tfs, t_lengths)
 
 
 async def _claim_external_ids(

@@ -2,8 +2,8 @@
 
 Indexing (done by ``PostgresDocumentStore.write_rows``): each chunk's text goes through
 ``tokenize`` (words, stopwords removed, Porter stems); ``khora_terms`` gets one row per
-distinct term with its frequency ``tf`` and ``khora_chunks.term_count`` holds the chunk's
-length in terms. Terms stored before stemming are stemmed once by ``migrate``.
+distinct term with its frequency ``tf`` and the chunk's length in terms (``chunk_terms``,
+also ``khora_chunks.term_count``). Terms stored before stemming are stemmed once by ``migrate``.
 
 Scoring (Okapi BM25, Lucene's non-negative idf), per namespace, over the distinct query
 terms ``t``::
@@ -12,7 +12,7 @@ terms ``t``::
     score(c) = sum_t idf(t) * tf(t,c) * (k1 + 1) / (tf(t,c) + k1 * (1 - b + b * len(c) / avglen))
 
 ``N`` is the namespace's chunk count, ``df`` the number of its chunks holding ``t``, and
-``avglen`` their mean ``term_count``. ``df`` is counted by the query; ``N`` and the total
+``avglen`` their mean length. ``df`` is counted by the query; ``N`` and the total
 length come from ``khora_chunk_totals``, which triggers on ``khora_chunks`` keep in the
 writing transaction (migration 4), so all three are exact without reading every chunk row
 of the namespace. A filter narrows the candidates, not the statistics.
@@ -73,7 +73,10 @@ def term_frequencies(text: str) -> Counter[str]:
 _MAX_FETCH = 10_000
 
 # ``stats`` and ``df`` are MATERIALIZED: inlined, the planner may put the namespace-wide
-# aggregate inside the join's nested loop and recompute it once per posting.
+# aggregate inside the join's nested loop and recompute it once per posting. Each posting
+# carries its chunk's length (``chunk_terms``, schema 6), so an unfiltered search reads the
+# postings' primary key and nothing else; ``{join}`` brings in the chunk rows only for a
+# filter to test.
 _BM25_SQL = """
 WITH stats AS MATERIALIZED (
     SELECT coalesce(sum(chunks), 0)::float8 AS n,
@@ -87,11 +90,11 @@ WITH stats AS MATERIALIZED (
     SELECT t.chunk_id,
            sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
                * t.tf * ($3::float8 + 1)
-               / (t.tf + $3::float8 * (1 - $4::float8 + $4::float8 * c.term_count / greatest(s.avglen, 1e-9))))
+               / (t.tf + $3::float8 * (1 - $4::float8 + $4::float8 * t.chunk_terms / greatest(s.avglen, 1e-9))))
                AS score
     FROM khora_terms t
     JOIN df ON df.term = t.term
-    JOIN khora_chunks c ON c.namespace_id = t.namespace_id AND c.id = t.chunk_id
+    {join}
     CROSS JOIN stats s
     WHERE t.namespace_id = $1 AND t.term = ANY($2::text[]) AND ({filter})
     GROUP BY t.chunk_id
@@ -102,6 +105,7 @@ SELECT {columns}, scored.score AS score
 FROM scored JOIN khora_chunks c ON c.namespace_id = $1 AND c.id = scored.chunk_id
 ORDER BY scored.score DESC, c.id
 """
+_FILTER_JOIN = "JOIN khora_chunks c ON c.namespace_id = t.namespace_id AND c.id = t.chunk_id"
 
 
 class PostgresKeywordIndex:
@@ -148,7 +152,9 @@ class PostgresKeywordIndex:
             where, params = compiled.sql, list(compiled.params)
             pushed, residual_keys = list(compiled.pushed_keys), list(compiled.residual_keys)
             needs_check = compiled.residual is not None
-        sql = _BM25_SQL.format(filter=where, columns=CHUNK_COLUMNS)
+        sql = _BM25_SQL.format(
+            filter=where, columns=CHUNK_COLUMNS, join=_FILTER_JOIN if filter is not None else ""
+        )
         fetch = limit * 4 if needs_check else limit
         while True:
             rows = await self._pool.fetch(sql, namespace_id, terms, self.k1, self.b, fetch, *params)

@@ -188,7 +188,8 @@ async def _migrate_conn(
 TERMS_KEY = "bm25_terms"
 _RESTEM = """
 CREATE TEMP TABLE khora_restem ON COMMIT DROP AS
-SELECT t.namespace_id, m.stemmed AS term, t.chunk_id, sum(t.tf)::int AS tf
+SELECT t.namespace_id, m.stemmed AS term, t.chunk_id, sum(t.tf)::int AS tf,
+       max(t.chunk_terms) AS chunk_terms
 FROM khora_terms t JOIN unnest($1::text[], $2::text[]) AS m(term, stemmed) ON t.term = m.term
 GROUP BY 1, 2, 3
 """
@@ -214,8 +215,8 @@ async def _stem_terms(conn: asyncpg.Connection) -> None:
             "DELETE FROM khora_terms t USING unnest($1::text[]) AS m(term) WHERE t.term = m.term", old
         )
         await conn.execute(
-            "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf) "
-            "SELECT namespace_id, term, chunk_id, tf FROM khora_restem "
+            "INSERT INTO khora_terms (namespace_id, term, chunk_id, tf, chunk_terms) "
+            "SELECT namespace_id, term, chunk_id, tf, chunk_terms FROM khora_restem "
             "ON CONFLICT (namespace_id, term, chunk_id) DO UPDATE SET tf = khora_terms.tf + EXCLUDED.tf"
         )
     await conn.execute(
