@@ -1,14 +1,16 @@
 """Storage and read path at growing sizes: ingest rate, recall latency, memory, disk (issue #38 item 5).
 
     python -m tools.services run -- python -m benchmarks.scale [--stack all|sqlite_lance|postgres]
-        [--sizes 10000,100000] [--queries 100] [--budget-s 480]
+        [--sizes 10000,100000] [--queries 100] [--budget-s 480] [--profile]
 
 One namespace per stack grows to each size in turn (chunks); at each size the benchmark
 prints the ingest rate of the chunks added since the previous size, recall p50 / p95 per
 mode (vector, keyword, graph, and hybrid grouped by routed complexity), the process's
 resident and peak memory, and the store's size on disk, then the ratio of each figure to
 the previous size's. A growth step that passes ``--budget-s`` of ingest is cut at the next
-10,000 chunks, measured there, and is the last (the run says so).
+10,000 chunks, measured there, and is the last (the run says so). ``--profile`` also prints,
+at each size, how often the timed HYBRID recalls called each store method and how long
+those calls took (nested calls of one store counted at both levels).
 
 What is written, and how (stated so the figures can be judged):
 
@@ -45,7 +47,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
+import inspect
 import itertools
 import math
 import os
@@ -345,12 +349,63 @@ async def disk_mib(kb: Khora, name: str, data_dir: str | None) -> tuple[float, f
     return int(pg) / 2**20, neo
 
 
-async def time_recalls(kb: Khora, ns: str, qs: list[str]) -> dict[str, list[float]]:
+class StoreCallTimer:
+    """``--profile``: times every public async method of the stack's document, vector,
+    keyword and graph stores while ``on`` (the timed HYBRID recalls). A store method that
+    calls another of its own public methods is timed at both levels."""
+
+    def __init__(self, stack: Any) -> None:
+        self.on = False
+        self.calls: dict[str, list[float]] = defaultdict(list)
+        for part in ("documents", "vectors", "keywords", "graph"):
+            store = getattr(stack, part)
+            for attr in dir(type(store)):
+                method = None if attr.startswith("_") else getattr(store, attr, None)
+                if method is not None and inspect.iscoroutinefunction(method):
+                    setattr(store, attr, self._timed(f"{part}.{attr}", method))
+
+    def _timed(self, name: str, method: Any) -> Any:
+        @functools.wraps(method)
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.on:
+                return await method(*args, **kwargs)
+            t0 = time.perf_counter()
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                self.calls[name].append((time.perf_counter() - t0) * 1000)
+
+        return timed
+
+    def report(self, label: str, recalls: int) -> None:
+        rows = sorted(self.calls.items(), key=lambda kv: -sum(kv[1]))
+        print_table(
+            f"{label}: store calls during {recalls} timed HYBRID recalls",
+            ["call", "calls/recall", "p50 ms", "p95 ms", "ms/recall"],
+            [
+                [
+                    name,
+                    f"{len(v) / recalls:.2f}",
+                    f"{pct(v, 50):.2f}",
+                    f"{pct(v, 95):.2f}",
+                    f"{sum(v) / recalls:.2f}",
+                ]
+                for name, v in rows
+            ],
+        )
+        self.calls.clear()
+
+
+async def time_recalls(
+    kb: Khora, ns: str, qs: list[str], timer: StoreCallTimer | None = None
+) -> dict[str, list[float]]:
     lat: dict[str, list[float]] = defaultdict(list)
     for mode in MODES:  # warm-up, untimed: each mode's statements planned before its first timing
         for q in qs[:5]:
             await kb.recall(q, namespace=ns, limit=10, mode=mode)
     for mode in MODES:
+        if timer is not None:
+            timer.on = mode == "hybrid"
         for q in qs:
             t0 = time.perf_counter()
             res = await kb.recall(q, namespace=ns, limit=10, mode=mode)
@@ -359,6 +414,8 @@ async def time_recalls(kb: Khora, ns: str, qs: list[str]) -> dict[str, list[floa
             if mode == "hybrid":
                 complexity = (res.engine_info or {}).get("routing", {}).get("complexity", "?")
                 lat[f"hybrid/{complexity}"].append(ms)
+    if timer is not None:
+        timer.on = False
     return lat
 
 
@@ -373,6 +430,7 @@ async def run_stack(name: str, cfg: Any, gen_inputs: dict[str, Any], args: argpa
             gen_inputs["texts"], gen_inputs["base"], gen_inputs["profile"], ns, gen_inputs["names"]
         )
         stack = kb.engine.stack
+        timer = StoreCallTimer(stack) if args.profile else None
         done = 0
         for size in sizes:
             now = datetime.now(timezone.utc)
@@ -400,7 +458,9 @@ async def run_stack(name: str, cfg: Any, gen_inputs: dict[str, Any], args: argpa
             warm_up_s = float(settled.get("warm_up_s", 0.0))
             settle_s = time.perf_counter() - t1 - warm_up_s
             stats = await kb.stats(ns)
-            lat = await time_recalls(kb, ns, qs)
+            lat = await time_recalls(kb, ns, qs, timer)
+            if timer is not None:
+                timer.report(f"[{name}] {done:,} chunks", len(qs))
             rss, peak = memory_mib()
             primary, graph = await disk_mib(kb, name, cfg.storage.data_dir)
             row = {
@@ -536,6 +596,9 @@ def main() -> None:
     parser.add_argument("--stack", choices=STACK_CHOICES, default="all")
     parser.add_argument("--sizes", default="10000,100000", help="chunk counts, comma-separated")
     parser.add_argument("--queries", type=int, default=100, help="timed questions per mode")
+    parser.add_argument(
+        "--profile", action="store_true", help="time each store call of the timed HYBRID recalls"
+    )
     parser.add_argument("--sample", type=int, default=800, help="passages the graph profile is measured on")
     parser.add_argument(
         "--budget-s", type=float, default=480.0, help="skip a size whose ingest would take longer"
