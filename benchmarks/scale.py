@@ -357,9 +357,17 @@ class StoreCallTimer:
     def __init__(self, stack: Any) -> None:
         self.on = False
         self.calls: dict[str, list[float]] = defaultdict(list)
-        for part in ("documents", "vectors", "keywords", "graph"):
-            store = getattr(stack, part)
-            for attr in dir(type(store)):
+        from khora_core.storage import protocols
+
+        kinds = {
+            "documents": protocols.DocumentStore,
+            "vectors": protocols.VectorIndex,
+            "keywords": protocols.KeywordIndex,
+            "graph": protocols.GraphStore,
+        }
+        for part, protocol in kinds.items():
+            store = getattr(stack, part)  # the protocol's methods: a store may delegate them
+            for attr in sorted(set(dir(type(store))) | set(dir(protocol))):
                 method = None if attr.startswith("_") else getattr(store, attr, None)
                 if method is not None and inspect.iscoroutinefunction(method):
                     setattr(store, attr, self._timed(f"{part}.{attr}", method))
