@@ -119,6 +119,14 @@ def unit(rng: np.random.Generator, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def perturbed(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` (unit vectors) plus gaussian noise sized for a cosine of 0.95-0.98 to each
+    (not renormalised)."""
+    target = rng.uniform(0.95, 0.98, size=len(rows))
+    sigma = np.sqrt((1.0 / target**2 - 1.0) / DIM).astype(np.float32)
+    return rows + rng.standard_normal(rows.shape, dtype=np.float32) * sigma[:, None]
+
+
 class GraphProfile:
     """What the offline extractor finds per chunk on a sample of the development passages."""
 
@@ -158,16 +166,10 @@ class Generator:
     """Chunk ``i``'s text, vector, entities and relationships, deterministic in ``i``."""
 
     def __init__(
-        self,
-        texts: list[str],
-        base: np.ndarray,
-        profile: GraphProfile,
-        ns: str,
-        names: np.ndarray | None = None,
+        self, texts: list[str], base: np.ndarray, profile: GraphProfile, ns: str, names: np.ndarray
     ) -> None:
-        """``names``: a unit vector per name of ``profile.names`` (random ones when None)."""
-        self.texts, self.base, self.profile, self.ns = texts, base, profile, ns
-        self.names = names if names is not None else unit(np.random.default_rng(2), len(profile.names))
+        """``names``: a unit vector per name of ``profile.names``."""
+        self.texts, self.base, self.profile, self.ns, self.names = texts, base, profile, ns, names
         self.seen: set[int] = set()
 
     def pool(self, i: int) -> int:
@@ -183,12 +185,10 @@ class Generator:
         """The vector of the name entity ``r`` copies; a later copy's is perturbed as chunk
         copies are (cosine 0.95-0.98 to it)."""
         d = len(self.profile.names)
-        vec = self.names[r % d].copy()
+        vec = self.names[r % d : r % d + 1]
         if r >= d:
-            rng = np.random.default_rng(r)
-            sigma = np.sqrt((1.0 / rng.uniform(0.95, 0.98) ** 2 - 1.0) / DIM)
-            vec += rng.standard_normal(DIM, dtype=np.float32) * np.float32(sigma)
-        return (vec / np.linalg.norm(vec)).tolist()
+            vec = perturbed(vec, np.random.default_rng(r))
+        return (vec[0] / np.linalg.norm(vec[0])).tolist()
 
     def entity_id(self, r: int) -> str:
         return str(uuid.uuid5(_IDS, f"{self.ns}|e{r}"))
@@ -199,10 +199,7 @@ class Generator:
         out = self.base[rows].copy()
         copies = np.arange(lo, hi) >= m
         if copies.any():
-            rng = np.random.default_rng(lo)
-            target = rng.uniform(0.95, 0.98, size=int(copies.sum()))
-            sigma = np.sqrt((1.0 / target**2 - 1.0) / DIM).astype(np.float32)
-            out[copies] += rng.standard_normal((int(copies.sum()), DIM), dtype=np.float32) * sigma[:, None]
+            out[copies] = perturbed(out[copies], np.random.default_rng(lo))
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
     def document(self, first: int, now: datetime) -> WriteBatch:
@@ -289,6 +286,7 @@ class PrecomputedEmbedder:
 
     def __init__(self, queries: dict[str, np.ndarray]) -> None:
         self.queries = queries
+        self._texts: dict[str, list[float]] = {}  # looked up once, not on every recall
 
     @staticmethod
     def _hash(text: str) -> list[float]:
@@ -297,8 +295,12 @@ class PrecomputedEmbedder:
 
     async def embed_documents(self, texts: Any) -> list[list[float]]:
         texts = list(texts)
-        vecs, found = cached_vectors(texts, "d")
-        return [v.tolist() if ok else self._hash(t) for t, v, ok in zip(texts, vecs, found, strict=True)]
+        new = [t for t in dict.fromkeys(texts) if t not in self._texts]
+        if new:
+            vecs, found = cached_vectors(new, "d")
+            for t, v, ok in zip(new, vecs, found, strict=True):
+                self._texts[t] = v.tolist() if ok else self._hash(t)
+        return [self._texts[t] for t in texts]
 
     async def embed_query(self, text: str) -> list[float]:
         vec = self.queries.get(text)
