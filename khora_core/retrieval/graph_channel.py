@@ -157,7 +157,7 @@ async def graph_channel(
     if depth > 0:
         through = walk_through_limit(await counting, config) if counting is not None else None
         walk = asyncio.ensure_future(
-            graph.neighbourhood(
+            graph.walk_distances(
                 namespace_id,
                 list(seeds),
                 depth=depth,
@@ -171,7 +171,7 @@ async def graph_channel(
             stack, namespace_id, query_vector, seeds, passages, filter
         )
         bridge = await _bridge(stack, namespace_id, query_vector, nearest[0] if nearest else None)
-        hood = await walk if walk is not None else None
+        distance = await walk if walk is not None else None
         chunks_in_namespace = await counting if counting is not None else 0
     except BaseException:
         pending = [t for t in (walk, counting) if t is not None]
@@ -203,9 +203,9 @@ async def graph_channel(
         return ChannelResult("graph", elapsed_ms=(time.perf_counter() - started) * 1000.0, info=info)
 
     rings: dict[int, list[str]] = {}
-    if hood is not None:
+    if distance is not None:
         far = sorted(
-            ((eid, d) for eid, d in hood.distance.items() if eid not in seeds and d > 0), key=lambda p: p[1]
+            ((eid, d) for eid, d in distance.items() if eid not in seeds and d > 0), key=lambda p: p[1]
         )[: config.retriever_max_entities]
         for eid, d in far:
             rings.setdefault(d, []).append(eid)

@@ -234,6 +234,22 @@ class GraphStore(Protocol):
         everything to everything, and expanding it costs its whole degree)."""
         ...
 
+    async def walk_distances(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        depth: int,
+        max_fanout: int = 50,
+        relationship_types: Sequence[str] | None = None,
+        max_entities: int | None = None,
+        max_mentions: int | None = None,
+    ) -> dict[str, int]:
+        """The walk of ``neighbourhood`` with the same arguments, returning only its
+        ``distance`` (entity id -> hops from the nearest seed; stored seeds at 0), for a
+        caller that needs neither the entities' fields nor the edges (the graph channel)."""
+        ...
+
     async def chunks_for_entities(
         self,
         namespace_id: str,

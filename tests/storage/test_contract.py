@@ -941,6 +941,70 @@ async def test_the_walk_does_not_pass_through_an_entity_mentioned_past_max_menti
     assert from_hub.distance == {"e-hub": 0}
 
 
+async def test_walk_distances_are_the_neighbourhood_walks_distances(kb: Khora, namespace: str) -> None:
+    """``GraphStore.walk_distances``: the walk of ``neighbourhood`` (fan-out by weight then
+    id, the frontier's first edges before its second, the ``max_entities`` budget, types,
+    ``max_mentions``), its distances only; a seed that is not stored, or is another
+    namespace's, is not in the result."""
+    stack, dim = kb._stack, kb.engine.embedder.dimension
+    names = {"e-a": "Ana", "e-b": "Bo", "e-hub": "Hubland", "e-x": "Xeno", "e-y": "Yara", "e-z": "Zed",
+             "e-w": "Wen", "e-far": "Farview"}  # fmt: skip
+    ents = [Entity(id=i, namespace_id=namespace, name=n) for i, n in names.items()]
+
+    def rel(a: str, b: str, weight: float, type: str = "NEAR") -> Relationship:
+        return Relationship(id=f"r-{a}-{b}", namespace_id=namespace, source_id=a, target_id=b, type=type,
+                            weight=weight, document_id="d0")  # fmt: skip
+
+    edges = [rel("e-a", "e-x", 1.0), rel("e-a", "e-y", 3.0), rel("e-a", "e-hub", 2.0),
+             rel("e-z", "e-b", 3.0), rel("e-b", "e-w", 1.0, "FAR"), rel("e-hub", "e-far", 1.0),
+             rel("e-y", "e-far", 0.5), rel("e-x", "e-z", 1.0)]  # fmt: skip
+    batches = [
+        _doc_batch(namespace, "d0", "Ana, Bo, Hubland, Xeno, Yara, Zed, Wen, Farview.", dim, entities=ents,
+                   mentions=list(names), relationships=edges),
+        *(_doc_batch(namespace, f"d{i}", f"Hubland, part {i}.", dim, mentions=["e-hub"]) for i in range(1, 4)),
+    ]  # fmt: skip
+    await stack.write_many(namespace, batches)
+    other = await kb.create_namespace("other", namespace=f"other-{uuid.uuid4().hex[:8]}")
+    try:
+        await stack.graph.upsert_graph(
+            other.namespace_id,
+            entities=[Entity(id="e-elsewhere", namespace_id=other.namespace_id, name="Else")],
+        )
+        graph = stack.graph
+        seeds = ["e-a", "e-b", "e-missing", "e-elsewhere"]
+        assert await graph.walk_distances(namespace, seeds, depth=1, max_fanout=2) == {
+            "e-a": 0, "e-b": 0, "e-y": 1, "e-hub": 1, "e-z": 1, "e-w": 1,
+        }  # fmt: skip
+        # The budget takes each seed's heaviest edge first (Yara 3.0, Zed 3.0), then the next.
+        assert await graph.walk_distances(namespace, seeds, depth=2, max_entities=3) == {
+            "e-a": 0, "e-b": 0, "e-y": 1, "e-z": 1, "e-hub": 1,
+        }  # fmt: skip
+        cases = [
+            {"depth": 0},
+            {"depth": 1, "max_fanout": 0},
+            {"depth": 1, "max_fanout": 2},
+            {"depth": 2},
+            {"depth": 3, "max_fanout": 1},
+            {"depth": 2, "max_entities": 3},
+            {"depth": 2, "max_entities": 0},
+            {"depth": 3, "relationship_types": ["NEAR"]},
+            {"depth": 2, "relationship_types": ["FAR"]},
+            {"depth": 3, "max_mentions": 3},
+        ]
+        for case in cases:
+            for start in (seeds, ["e-hub"], ["e-missing"], []):
+                walked = await graph.walk_distances(namespace, start, **case)
+                assert walked == (await graph.neighbourhood(namespace, start, **case)).distance, (start, case)
+        assert await graph.walk_distances(namespace, ["e-a"], depth=3, max_mentions=3) == {
+            "e-a": 0, "e-x": 1, "e-y": 1, "e-hub": 1, "e-z": 2, "e-far": 2, "e-b": 3,
+        }  # fmt: skip
+        assert await graph.walk_distances(other.namespace_id, ["e-a", "e-elsewhere"], depth=2) == {
+            "e-elsewhere": 0
+        }
+    finally:
+        await kb.delete_namespace(other.namespace_id)
+
+
 async def test_entity_and_relationship_properties_merge_key_by_key(kb: Khora, namespace: str) -> None:
     """Free-form ``properties`` (nested JSON) are stored and read back by every graph read;
     a later upsert updates them key by key (in one write and across writes), an upsert

@@ -53,6 +53,7 @@ from khora_core.storage.neo4j.search import (
     neighbourhood_tx,
 )
 from khora_core.storage.neo4j.sessions import Sessions
+from khora_core.storage.neo4j.walk import walk_distances
 from khora_core.storage.protocols import ChunkGraph, EntityHit, Neighbourhood, SearchPage
 from khora_core.storage.words import name_words
 
@@ -300,6 +301,30 @@ class Neo4jGraphStore:
         seeds = list(dict.fromkeys(entity_ids))
         return await self._db.read(
             neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types, max_entities, max_mentions
+        )
+
+    async def walk_distances(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        depth: int,
+        max_fanout: int = 50,
+        relationship_types: Sequence[str] | None = None,
+        max_entities: int | None = None,
+        max_mentions: int | None = None,
+    ) -> dict[str, int]:
+        """``neighbourhood(...).distance`` without reading the entities or the edges: one
+        auto-commit statement per hop (``walk.py``)."""
+        return await walk_distances(
+            self._db,
+            namespace_id,
+            entity_ids,
+            depth=depth,
+            max_fanout=max_fanout,
+            types=list(relationship_types) if relationship_types is not None else None,
+            max_entities=max_entities,
+            max_mentions=max_mentions,
         )
 
     async def chunks_for_entities(

@@ -235,6 +235,29 @@ class SqliteGraphStore:
             what="walk the graph",
         )
 
+    async def walk_distances(
+        self,
+        namespace_id: str,
+        entity_ids: Sequence[str],
+        *,
+        depth: int,
+        max_fanout: int = 50,
+        relationship_types: Sequence[str] | None = None,
+        max_entities: int | None = None,
+        max_mentions: int | None = None,
+    ) -> dict[str, int]:
+        """``neighbourhood(...).distance`` (the walk reads in-process: nothing to save)."""
+        hood = await self.neighbourhood(
+            namespace_id,
+            entity_ids,
+            depth=depth,
+            max_fanout=max_fanout,
+            relationship_types=relationship_types,
+            max_entities=max_entities,
+            max_mentions=max_mentions,
+        )
+        return hood.distance
+
     async def chunks_for_entities(
         self,
         namespace_id: str,
