@@ -167,10 +167,8 @@ async def graph_channel(
             )
         )
     try:
-        passage_found, nearest = await _passage_seeds(
-            stack, namespace_id, query_vector, seeds, passages, filter
-        )
-        bridge = await _bridge(stack, namespace_id, query_vector, nearest[0] if nearest else None)
+        passage_found, read = await _passage_seeds(stack, namespace_id, query_vector, seeds, passages, filter)
+        bridge = await _bridge(stack, namespace_id, query_vector, read[0] if read else None)
         distance = await walk if walk is not None else None
         chunks_in_namespace = await counting if counting is not None else 0
     except BaseException:
@@ -195,7 +193,7 @@ async def graph_channel(
             for i, (n, s, h) in seeds.items()
         ],
         "passage_seed_entities": len(passage_seeds),
-        "bridge_passage": nearest[0].chunk.id if bridge is not None else None,
+        "bridge_passage": read[0].chunk.id if bridge is not None else None,
         "quality": round(quality, 4),
     }
     if not seeds and not passage_seeds:
@@ -262,9 +260,13 @@ async def graph_channel(
     if reached.chunks:
         ranked = [cid for cid in ranked if cid in reached.chunks][:returned]
         rows = {cid: reached.chunks[cid].chunk for cid in ranked}
-    else:  # fetch only what is returned; a chunk whose row is gone is skipped
+    else:  # rows the passage search read, the rest fetched; a chunk whose row is gone is skipped
         ranked = ranked[: returned + returned // 2]
-        rows = {c.id: c for c in await stack.documents.get_chunks(namespace_id, ranked)}
+        known = {h.chunk.id: h.chunk for h in read}
+        rows = {cid: known[cid] for cid in ranked if cid in known}
+        missing = [cid for cid in ranked if cid not in known]
+        if missing:
+            rows.update({c.id: c for c in await stack.documents.get_chunks(namespace_id, missing)})
         ranked = [cid for cid in ranked if cid in rows][:returned]
     hits = [ChunkHit(chunk=rows[cid], score=scored[cid], rank=i) for i, cid in enumerate(ranked, start=1)]
     return ChannelResult(
@@ -372,14 +374,17 @@ async def _passage_seeds(
     """Passage seeds (HippoRAG-style): the entities of the few passages nearest the question
     are where a second hop starts ("the startup where X worked" -> that startup's passages);
     each scores half its passage's similarity (before its specificity), and comes with its
-    mention count. Also returns those passages, nearest first."""
+    mention count. Also returns the passages it read, nearest first: the vector channel's
+    whole page when it runs alongside, else the seeds' own search."""
     if query_vector is None or PASSAGE_SEEDS <= 0:
         return {}, []
     if passages is not None:
-        nearest = (await passages).hits[:PASSAGE_SEEDS]
+        read = list((await passages).hits)
     else:
-        page = await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
-        nearest = page.hits
+        read = (
+            await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
+        ).hits
+    nearest = read[:PASSAGE_SEEDS]
     by_chunk = await stack.graph.entities_for_chunks(namespace_id, [h.chunk.id for h in nearest])
     out: dict[str, tuple[float, int]] = {}
     for h in nearest:
@@ -387,7 +392,7 @@ async def _passage_seeds(
             if ent.id not in seeds and ent.type != "DATE":
                 score = max(out.get(ent.id, (0.0, 0))[0], 0.5 * float(h.score))
                 out[ent.id] = (score, ent.mention_count)
-    return out, list(nearest)
+    return out, list(read)
 
 
 def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]) -> list[float] | None:
