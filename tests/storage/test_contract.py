@@ -16,6 +16,7 @@ import pytest
 from khora_core import Khora, NamespaceNotFoundError, SearchMode
 from khora_core.errors import InvalidInputError
 from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
+from khora_core.retrieval.graph_channel import PASSAGE_SEEDS
 from khora_core.storage.protocols import ChunkGraph
 
 DOCS = [
@@ -738,6 +739,36 @@ async def test_graph_nominates_only_what_the_recall_returns_beside_the_vector_ch
     alone = await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=4)
     assert alone.engine_info["channels"]["graph"]["count"] > 4
     assert len(alone.chunks) <= 4
+
+
+async def test_the_graph_channel_reads_no_row_the_vector_channel_returned(kb: Khora, namespace: str) -> None:
+    """Beside the vector channel, the graph channel takes the rows of its nominated chunks
+    from the vector channel's page and fetches only the others; GRAPH alone has only its five
+    passage seeds' rows, and fetches the rest of what it returns."""
+    for i in range(12):
+        await kb.remember(
+            f"Engineer {i} of Northwind Robotics works with Maya Chen on the arm controller {i}.",
+            namespace=namespace,
+        )
+    documents = kb._stack.documents
+    fetched: list[str] = []
+    get_chunks = documents.get_chunks
+
+    async def counting(namespace_id, chunk_ids):  # type: ignore[no-untyped-def]
+        fetched.extend(chunk_ids)
+        return await get_chunks(namespace_id, chunk_ids)
+
+    question = "How did Maya Chen and Northwind Robotics build the arm controller?"
+    documents.get_chunks = counting
+    try:
+        hybrid = await kb.recall(question, namespace=namespace, mode=SearchMode.HYBRID, limit=4)
+        assert hybrid.engine_info["channels"]["graph"]["count"] > 0
+        assert hybrid.engine_info["channels"]["vector"]["count"] == 12
+        assert fetched == []  # every nominated chunk was in the vector channel's page
+        await kb.recall(question, namespace=namespace, mode=SearchMode.GRAPH, limit=4)
+        assert len(set(fetched)) == 12 - PASSAGE_SEEDS  # its whole pool, less the seeds' rows
+    finally:
+        documents.get_chunks = get_chunks
 
 
 async def test_a_common_entry_entity_counts_less_than_a_rare_one(kb: Khora, namespace: str) -> None:
