@@ -21,7 +21,7 @@ from khora_core.errors import InvalidInputError, NamespaceNotFoundError, Storage
 from khora_core.models import Chunk, Document, Entity, Mention, Namespace, Relationship, WriteBatch
 from khora_core.storage.protocols import DocumentStore, GraphStore, KeywordIndex, VectorIndex
 from khora_core.storage.sqlite_lance import SqliteLanceStack
-from khora_core.storage.sqlite_lance import graph as graph_module
+from khora_core.storage.sqlite_lance import graph_traversal as graph_traversal_module
 from khora_core.storage.sqlite_lance import vectors as vectors_module
 from khora_core.storage.sqlite_lance.keywords import match_expression
 from khora_core.storage.sqlite_lance.lance import LanceVectors
@@ -933,7 +933,9 @@ async def test_relationships_among_seeks_each_pair_also_in_an_older_folder(confi
         ]
     finally:
         await s.aclose()
-    plan = raw_rows(config, "EXPLAIN QUERY PLAN " + graph_module.RELATIONSHIPS_AMONG, ns, "[]", "[]", 10)
+    plan = raw_rows(
+        config, "EXPLAIN QUERY PLAN " + graph_traversal_module.RELATIONSHIPS_AMONG, ns, "[]", "[]", 10
+    )
     assert any("ix_rel_pair_w (namespace_id=? AND source_id=? AND target_id=?)" in row[-1] for row in plan), (
         plan
     )

@@ -3,17 +3,18 @@
 Every query is parameterised and names the namespace in each ``MATCH``; relationship types
 are a property (``RELATES {type}``), so user text never becomes Cypher text. Statements
 run through ``sessions.Sessions``, which translates driver errors (``errors.py``); their
-Cypher is in ``lookups.py``, ``search.py``, ``entity_vectors.py`` and ``write.py``. Point
-lookups (``get_entity``, ``get_entities``, ``find_entities_by_name``) return entity
-embeddings; searches, listings and traversals leave ``Entity.embedding`` as ``None`` to stay
-light.
+Cypher is in ``lookups.py``, ``search.py``, ``entity_vectors.py`` and ``write.py``.
+Traversals (walks, the chunks entities reach, the graph around chunks) come from
+``Neo4jTraversal`` (``graph_traversal.py``). Point lookups (``get_entity``,
+``get_entities``, ``find_entities_by_name``) return entity embeddings; searches, listings
+and traversals leave ``Entity.embedding`` as ``None`` to stay light.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import neo4j
 
@@ -21,44 +22,27 @@ from khora_core.models import Entity, Relationship, WriteBatch
 from khora_core.storage.neo4j import write
 from khora_core.storage.neo4j.entity_vectors import EntityCounts, search_entity_vectors
 from khora_core.storage.neo4j.errors import translated
+from khora_core.storage.neo4j.graph_traversal import Neo4jTraversal
 from khora_core.storage.neo4j.lookups import (
-    CHUNK_GRAPH,
-    CHUNK_MENTIONS,
     COUNT_ENTITIES,
     COUNT_RELATIONSHIPS,
-    DOCUMENTS_FOR_ENTITIES,
-    ENTITIES_FOR_CHUNKS,
     FIND_BY_NAME,
     FIND_BY_WORDS,
     GRAPH_DOCUMENT_IDS,
     LIST_ENTITIES,
-    LIST_RELATIONSHIPS,
-    LIST_RELATIONSHIPS_OF,
-    RELATIONSHIPS_AMONG_PER_PAIR,
-    TIME_NODES,
 )
-from khora_core.storage.neo4j.pair_rank import DENSE_DEGREE
 from khora_core.storage.neo4j.records import (
     entity_from_props,
     fold,
     present,
-    present_edge,
-    relationship_from_props,
 )
 from khora_core.storage.neo4j.schema import NAME_WORDS_INDEX, ensure_schema
 from khora_core.storage.neo4j.search import (
     GET_ENTITIES,
-    chunks_for_entities_tx,
-    chunks_for_entity_groups_tx,
-    neighbourhood_tx,
 )
 from khora_core.storage.neo4j.sessions import Sessions
-from khora_core.storage.neo4j.walk import walk_distances
-from khora_core.storage.protocols import ChunkGraph, EntityHit, Neighbourhood, SearchPage
+from khora_core.storage.protocols import EntityHit
 from khora_core.storage.words import name_words
-
-if TYPE_CHECKING:
-    from khora_core.filters import RecallFilter
 
 __all__ = ["Neo4jGraphStore"]
 
@@ -66,7 +50,7 @@ _NAMESPACE_LABELS = ("Chunk", "Entity", "EntityAlias", "TimeNode")
 _DELETE_SLICE = 5000
 
 
-class Neo4jGraphStore:
+class Neo4jGraphStore(Neo4jTraversal):
     """The graph half of the ``postgres`` stack, on Neo4j 5 (Community or Enterprise).
 
     Construction does no I/O; call ``await ensure_schema()`` once before use (the queries
@@ -276,210 +260,6 @@ class Neo4jGraphStore:
         return await search_entity_vectors(
             self._db, self._entity_counts, namespace_id, vectors, limit, min_similarity, self._dim
         )
-
-    # -- traversal ---------------------------------------------------------------------------
-
-    async def neighbourhood(
-        self,
-        namespace_id: str,
-        entity_ids: Sequence[str],
-        *,
-        depth: int,
-        max_fanout: int = 50,
-        relationship_types: Sequence[str] | None = None,
-        max_entities: int | None = None,
-        max_mentions: int | None = None,
-    ) -> Neighbourhood:
-        """Entities within ``depth`` (at most 4) ``RELATES`` hops of the seeds, either direction.
-
-        From each entity at most ``max_fanout`` edges are followed, heaviest first;
-        relationship types match exactly; with ``max_entities``, the walk stops once that
-        many entities beyond the seeds are reached; entities mentioned more than
-        ``max_mentions`` times are not walked through.
-        """
-        types = list(relationship_types) if relationship_types is not None else None
-        seeds = list(dict.fromkeys(entity_ids))
-        return await self._db.read(
-            neighbourhood_tx, namespace_id, seeds, depth, max_fanout, types, max_entities, max_mentions
-        )
-
-    async def walk_distances(
-        self,
-        namespace_id: str,
-        entity_ids: Sequence[str],
-        *,
-        depth: int,
-        max_fanout: int = 50,
-        relationship_types: Sequence[str] | None = None,
-        max_entities: int | None = None,
-        max_mentions: int | None = None,
-    ) -> dict[str, int]:
-        """``neighbourhood(...).distance`` without reading the entities or the edges: one
-        auto-commit statement per hop (``walk.py``)."""
-        return await walk_distances(
-            self._db,
-            namespace_id,
-            entity_ids,
-            depth=depth,
-            max_fanout=max_fanout,
-            types=list(relationship_types) if relationship_types is not None else None,
-            max_entities=max_entities,
-            max_mentions=max_mentions,
-        )
-
-    async def chunks_for_entities(
-        self,
-        namespace_id: str,
-        entity_ids: Sequence[str],
-        *,
-        limit: int,
-        filter: RecallFilter | None = None,
-        temporal_sort: bool = False,
-    ) -> SearchPage:
-        """Chunks that mention the entities, by total mentions (``temporal_sort``: newest
-        ``occurred_at`` first, undated last). ``score`` is the mention count. System-key
-        predicates are pushed into the Cypher ``WHERE``; the whole filter is re-checked in
-        memory."""
-        ids = list(dict.fromkeys(entity_ids))
-        return await self._db.read(chunks_for_entities_tx, namespace_id, ids, limit, filter, temporal_sort)
-
-    async def chunks_for_entity_groups(
-        self,
-        namespace_id: str,
-        groups: Sequence[Sequence[str]],
-        *,
-        limit: int,
-        filter: RecallFilter | None = None,
-        temporal_sort: bool = False,
-    ) -> list[SearchPage]:
-        """``chunks_for_entities`` for each group of entities, in one read transaction whose
-        first statement pages every group."""
-        ids = [list(dict.fromkeys(group)) for group in groups]
-        if not ids:
-            return []
-        return await self._db.read(
-            chunks_for_entity_groups_tx, namespace_id, ids, limit, filter, temporal_sort
-        )
-
-    async def chunk_mentions(
-        self, namespace_id: str, entity_ids: Sequence[str], *, per_entity: int
-    ) -> dict[str, dict[str, int]]:
-        """For each entity, its ``per_entity`` most-mentioning chunks ``{chunk id: count}``."""
-        ids = list(dict.fromkeys(entity_ids))
-        if not ids or per_entity <= 0:
-            return {}
-        rows = await self._db.fetch_rows(CHUNK_MENTIONS, ns=namespace_id, ids=ids, per=int(per_entity))
-        return {r["eid"]: {cid: int(n) for cid, n in r["top"]} for r in rows if r["top"]}
-
-    async def entities_for_chunks(
-        self, namespace_id: str, chunk_ids: Sequence[str]
-    ) -> dict[str, list[Entity]]:
-        """Entities mentioned in each chunk (most mentions first); chunks with none are absent."""
-        if not chunk_ids:
-            return {}
-        rows = await self._db.fetch_rows(ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
-        return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"] if present(e)] for r in rows}
-
-    async def relationships_among(
-        self,
-        namespace_id: str,
-        entity_ids: Sequence[str],
-        *,
-        limit: int = 100,
-        per_pair: int | None = None,
-    ) -> list[Relationship]:
-        """Relationships with both ends among ``entity_ids``, heaviest first (ties by id),
-        at most ``per_pair`` between one ordered pair when given."""
-        if not entity_ids:
-            return []
-        limit = max(0, int(limit))
-        rows = await self._db.fetch_rows(
-            RELATIONSHIPS_AMONG_PER_PAIR,
-            ns=namespace_id,
-            ids=list(set(entity_ids)),
-            max_relationships=limit,
-            per_pair=limit if per_pair is None else max(0, int(per_pair)),  # `limit` per pair caps nothing
-            dense=DENSE_DEGREE,
-        )
-        return [
-            relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows if present_edge(r)
-        ]
-
-    async def chunk_graph(
-        self,
-        namespace_id: str,
-        chunk_ids: Sequence[str],
-        *,
-        entity_scores: Mapping[str, float] | None = None,
-        max_entities: int = 30,
-        max_relationships: int = 100,
-        per_pair: int | None = None,
-    ) -> ChunkGraph:
-        """The chunks' entities, the best ``max_entities`` of them and the relationships
-        among those (``GraphStore.chunk_graph``), in one statement."""
-        if not chunk_ids:
-            return ChunkGraph()
-        max_relationships = max(0, int(max_relationships))
-        rows = await self._db.fetch_rows(
-            CHUNK_GRAPH,
-            ns=namespace_id,
-            ids=list(set(chunk_ids)),
-            scores={str(k): float(v) for k, v in (entity_scores or {}).items()},
-            max_entities=max(0, int(max_entities)),
-            max_relationships=max_relationships,
-            per_pair=max_relationships if per_pair is None else max(0, int(per_pair)),
-            dense=DENSE_DEGREE,
-        )
-        row = rows[0]
-        chunk_entities = {
-            p["chunk_id"]: [entity_from_props(e) for e in p["entities"] if present(e)] for p in row["chunks"]
-        }
-        by_id = {e.id: e for ents in chunk_entities.values() for e in ents}
-        return ChunkGraph(
-            chunk_entities=chunk_entities,
-            entities=[by_id[i] for i in row["kept"] if i in by_id],
-            relationships=[
-                relationship_from_props(r["r"], r["source_id"], r["target_id"])
-                for r in row["relationships"]
-                if present_edge(r)
-            ],
-        )
-
-    async def documents_for_entities(
-        self, namespace_id: str, entity_ids: Sequence[str]
-    ) -> dict[str, list[str]]:
-        """The documents that mention each entity (sorted ids); entities with none are absent."""
-        if not entity_ids:
-            return {}
-        rows = await self._db.fetch_rows(DOCUMENTS_FOR_ENTITIES, ns=namespace_id, ids=list(set(entity_ids)))
-        return {r["id"]: sorted(r["documents"]) for r in rows}
-
-    async def time_nodes_for_chunk(self, namespace_id: str, chunk_id: str) -> list[str]:
-        """The ``AT_TIME`` time-node keys (ISO dates, ``YYYY-MM-DD``) of a chunk."""
-        rows = await self._db.fetch_rows(TIME_NODES, ns=namespace_id, id=chunk_id)
-        return [r["key"] for r in rows]
-
-    async def list_relationships(
-        self,
-        namespace_id: str,
-        *,
-        entity_ids: Sequence[str] | None = None,
-        types: Sequence[str] | None = None,
-        limit: int = 1000,
-    ) -> list[Relationship]:
-        """Relationships touching any of ``entity_ids`` (all when None), optionally by exact type."""
-        params: dict[str, Any] = {
-            "ns": namespace_id,
-            "types": list(types) if types is not None else None,
-            "limit": max(0, limit),
-        }
-        if entity_ids is None:
-            rows = await self._db.fetch_rows(LIST_RELATIONSHIPS, **params)
-        else:
-            rows = await self._db.fetch_rows(LIST_RELATIONSHIPS_OF, ids=list(set(entity_ids)), **params)
-        return [
-            relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows if present_edge(r)
-        ]
 
     # -- writes outside a document -----------------------------------------------------------
 
