@@ -28,12 +28,11 @@ from khora_core.models import (
     Chunk,
     Document,
     DocumentProjection,
-    Entity,
     EntityProjection,
     RecallChunk,
     RelationshipProjection,
 )
-from khora_core.storage.protocols import StorageStack
+from khora_core.storage.protocols import EntityRef, StorageStack
 
 __all__ = ["Assembled", "assemble", "fetch_documents", "project_chunks", "to_document_projection"]
 
@@ -62,7 +61,7 @@ async def fetch_documents(
 
 @dataclass
 class Assembled:
-    chunk_entities: dict[str, list[Entity]] = field(default_factory=dict)
+    chunk_entities: dict[str, list[EntityRef]] = field(default_factory=dict)
     entities: list[EntityProjection] = field(default_factory=list)
     relationships: list[RelationshipProjection] = field(default_factory=list)
     documents: dict[str, DocumentProjection] = field(default_factory=dict)
@@ -154,7 +153,7 @@ def project_chunks(
     cands: Mapping[str, Any],
     rel: Mapping[str, float],
     rerank_scores: Mapping[str, float],
-    chunk_entities: Mapping[str, list[Entity]],
+    chunk_entities: Mapping[str, list[EntityRef]],
     qvec: Sequence[float] | None,
 ) -> list[RecallChunk]:
     """``RecallChunk``s in ``final`` order with non-increasing scores, the top one 1.0.
@@ -176,7 +175,11 @@ def project_chunks(
 
 
 def _to_recall_chunk(
-    cand: Any, score: float, rerank_score: float | None, entities: list[Entity], qvec: Sequence[float] | None
+    cand: Any,
+    score: float,
+    rerank_score: float | None,
+    entities: list[EntityRef],
+    qvec: Sequence[float] | None,
 ) -> RecallChunk:
     c: Chunk = cand.chunk
     similarity = cand.scores.get("vector")

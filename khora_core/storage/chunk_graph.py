@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from khora_core.models import Entity
-from khora_core.storage.protocols import ChunkGraph
+from khora_core.storage.protocols import ChunkGraph, EntityRef
 
 __all__ = ["rank_chunk_entities", "read_chunk_graph"]
 
@@ -65,4 +65,8 @@ async def read_chunk_graph(
         if kept
         else []
     )
-    return ChunkGraph(chunk_entities=chunk_entities, entities=kept, relationships=relationships)
+    return ChunkGraph(
+        chunk_entities={cid: [EntityRef(e.id, e.name) for e in ents] for cid, ents in chunk_entities.items()},
+        entities=kept,
+        relationships=relationships,
+    )

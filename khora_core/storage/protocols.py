@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from khora_core.models import (
     Chunk,
@@ -43,6 +43,7 @@ __all__ = [
     "ChunkGraph",
     "DocumentStore",
     "EntityHit",
+    "EntityRef",
     "GraphStore",
     "KeywordIndex",
     "Neighbourhood",
@@ -80,17 +81,25 @@ class Neighbourhood:
     distance: dict[str, int] = field(default_factory=dict)
 
 
+class EntityRef(NamedTuple):
+    """An entity by id and name: how a recall result lists the entities a chunk mentions."""
+
+    id: str
+    name: str
+
+
 @dataclass
 class ChunkGraph:
     """The graph around a set of chunks, as recall's result shows it (``GraphStore.chunk_graph``).
 
-    ``chunk_entities`` maps each chunk id to the entities it mentions (most mentions first;
-    chunks with none are absent); ``entities`` are the ones kept, best first (see
+    ``chunk_entities`` maps each chunk id to the entities it mentions, by id and name (most
+    mentions first; chunks with none are absent): a recall result lists no more than that
+    per chunk. ``entities`` are the ones kept, whole and best first (see
     ``khora_core.storage.chunk_graph.rank_chunk_entities``); ``relationships`` have both
     ends among them, heaviest first.
     """
 
-    chunk_entities: dict[str, list[Entity]] = field(default_factory=dict)
+    chunk_entities: dict[str, list[EntityRef]] = field(default_factory=dict)
     entities: list[Entity] = field(default_factory=list)
     relationships: list[Relationship] = field(default_factory=list)
 

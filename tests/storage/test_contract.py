@@ -17,7 +17,7 @@ from khora_core import Khora, NamespaceNotFoundError, SearchMode
 from khora_core.errors import InvalidInputError
 from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
 from khora_core.retrieval.graph_channel import PASSAGE_SEEDS
-from khora_core.storage.protocols import ChunkGraph
+from khora_core.storage.protocols import ChunkGraph, EntityRef
 
 DOCS = [
     {
@@ -480,11 +480,14 @@ async def test_chunk_graph_ranks_and_cuts_the_same_way_on_every_stack(kb: Khora,
     everything = await stack.graph.chunk_graph(namespace, chunks, entity_scores=scores, max_entities=100)
     order = ["z", "alpha", "beta", "A2", "zoe", "arger", "emile1", "emile2", "t1", "t2"]
     assert [e.id for e in everything.entities] == order
-    assert [
-        e.id for e in rank_chunk_entities(chunks, everything.chunk_entities, entity_scores=scores, limit=100)
-    ] == order
+    assert all(e.type == "PERSON" and e.namespace_id == namespace for e in everything.entities)
+    whole = await stack.graph.entities_for_chunks(namespace, chunks)
+    assert [e.id for e in rank_chunk_entities(chunks, whole, entity_scores=scores, limit=100)] == order
     assert sorted(everything.chunk_entities) == chunks
-    assert {e.id for e in everything.chunk_entities["d1-c0"]} == set(names)
+    assert {e.id: e.name for e in everything.chunk_entities["d1-c0"]} == names
+    assert everything.chunk_entities == {
+        cid: [EntityRef(e.id, e.name) for e in ents] for cid, ents in whole.items()
+    }
     assert [r.id for r in everything.relationships] == ["r-out", "r-c", "r-a", "r-b", "r-d"]
 
     cut = await stack.graph.chunk_graph(

@@ -31,7 +31,7 @@ from khora_core.storage.neo4j.search import (
 )
 from khora_core.storage.neo4j.sessions import Sessions
 from khora_core.storage.neo4j.walk import walk_distances
-from khora_core.storage.protocols import ChunkGraph, Neighbourhood, SearchPage
+from khora_core.storage.protocols import ChunkGraph, EntityRef, Neighbourhood, SearchPage
 
 if TYPE_CHECKING:
     from khora_core.filters import RecallFilter
@@ -196,13 +196,12 @@ class Neo4jTraversal:
             dense=DENSE_DEGREE,
         )
         row = rows[0]
-        chunk_entities = {
-            p["chunk_id"]: [entity_from_props(e) for e in p["entities"] if present(e)] for p in row["chunks"]
-        }
-        by_id = {e.id: e for ents in chunk_entities.values() for e in ents}
         return ChunkGraph(
-            chunk_entities=chunk_entities,
-            entities=[by_id[i] for i in row["kept"] if i in by_id],
+            chunk_entities={
+                p["chunk_id"]: [EntityRef(i, n) for i, n in p["entities"] if i is not None and n is not None]
+                for p in row["chunks"]
+            },
+            entities=[entity_from_props(e) for e in row["kept"] if present(e)],
             relationships=[
                 relationship_from_props(r["r"], r["source_id"], r["target_id"])
                 for r in row["relationships"]
