@@ -313,11 +313,11 @@ class GraphStore(Protocol):
         max_relationships: int = 100,
         per_pair: int | None = None,
     ) -> ChunkGraph:
-        """The chunks' entities, the ``max_entities`` best of them (by how many of the chunks
-        mention each, then ``entity_scores``, total mentions, name and id), and at most
-        ``max_relationships`` relationships among those, ``per_pair`` between one ordered
-        pair: ``entities_for_chunks`` followed by ``relationships_among``, which a store may
-        answer in one round trip."""
+        """The chunks' entities (by id and name), the ``max_entities`` best of them whole (by
+        how many of the chunks mention each, then ``entity_scores``, total mentions, name and
+        id), and at most ``max_relationships`` relationships among those, ``per_pair`` between
+        one ordered pair: ``entities_for_chunks`` followed by ``relationships_among``, which a
+        store may answer in one round trip."""
         ...
 
     async def documents_for_entities(
