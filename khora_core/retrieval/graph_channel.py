@@ -385,7 +385,7 @@ async def _passage_seeds(
             await stack.vectors.search(namespace_id, query_vector, limit=PASSAGE_SEEDS, filter=filter)
         ).hits
     nearest = read[:PASSAGE_SEEDS]
-    by_chunk = await stack.graph.entities_for_chunks(namespace_id, [h.chunk.id for h in nearest])
+    by_chunk = await stack.graph.entity_refs_for_chunks(namespace_id, [h.chunk.id for h in nearest])
     out: dict[str, tuple[float, int]] = {}
     for h in nearest:
         for ent in by_chunk.get(h.chunk.id, []):

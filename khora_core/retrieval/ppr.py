@@ -177,7 +177,7 @@ async def walk_passages(
     for eid, (weight, mentions) in seeds.items():
         graph.entity_reset[eid] = weight
         graph.add_entity(eid, mentions)
-    by_chunk = await stack.graph.entities_for_chunks(namespace_id, list(hits)) if hits else {}
+    by_chunk = await stack.graph.entity_refs_for_chunks(namespace_id, list(hits)) if hits else {}
     expanded: dict[str, None] = dict.fromkeys(seeds)
     for rank, hit in enumerate(nearest):
         row: dict[str, int] = {}

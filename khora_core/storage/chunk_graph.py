@@ -66,7 +66,7 @@ async def read_chunk_graph(
         else []
     )
     return ChunkGraph(
-        chunk_entities={cid: [EntityRef(e.id, e.name) for e in ents] for cid, ents in chunk_entities.items()},
+        chunk_entities={cid: [EntityRef.of(e) for e in ents] for cid, ents in chunk_entities.items()},
         entities=kept,
         relationships=relationships,
     )

@@ -82,19 +82,27 @@ class Neighbourhood:
 
 
 class EntityRef(NamedTuple):
-    """An entity by id and name: how a recall result lists the entities a chunk mentions."""
+    """An entity a chunk mentions, as recall reads it: its id and name (what a result lists
+    under the chunk), its type, and how many chunks mention it (``Entity.mention_count``)."""
 
     id: str
     name: str
+    type: str
+    mention_count: int
+
+    @classmethod
+    def of(cls, entity: Entity) -> EntityRef:
+        """The ``EntityRef`` of a whole entity."""
+        return cls(entity.id, entity.name, entity.type, entity.mention_count)
 
 
 @dataclass
 class ChunkGraph:
     """The graph around a set of chunks, as recall's result shows it (``GraphStore.chunk_graph``).
 
-    ``chunk_entities`` maps each chunk id to the entities it mentions, by id and name (most
-    mentions first; chunks with none are absent): a recall result lists no more than that
-    per chunk. ``entities`` are the ones kept, whole and best first (see
+    ``chunk_entities`` maps each chunk id to the entities it mentions, as ``EntityRef``s (most
+    mentions first; chunks with none are absent): a recall result lists no more than their
+    ids and names per chunk. ``entities`` are the ones kept, whole and best first (see
     ``khora_core.storage.chunk_graph.rank_chunk_entities``); ``relationships`` have both
     ends among them, heaviest first.
     """
@@ -291,6 +299,13 @@ class GraphStore(Protocol):
     async def entities_for_chunks(
         self, namespace_id: str, chunk_ids: Sequence[str]
     ) -> dict[str, list[Entity]]: ...
+    async def entity_refs_for_chunks(
+        self, namespace_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, list[EntityRef]]:
+        """``entities_for_chunks`` as ``EntityRef``s, in the same order: what the read path
+        needs of them, without reading each entity whole."""
+        ...
+
     async def relationships_among(
         self,
         namespace_id: str,
@@ -313,7 +328,7 @@ class GraphStore(Protocol):
         max_relationships: int = 100,
         per_pair: int | None = None,
     ) -> ChunkGraph:
-        """The chunks' entities (by id and name), the ``max_entities`` best of them whole (by
+        """The chunks' entities (``EntityRef``s), the ``max_entities`` best of them whole (by
         how many of the chunks mention each, then ``entity_scores``, total mentions, name and
         id), and at most ``max_relationships`` relationships among those, ``per_pair`` between
         one ordered pair: ``entities_for_chunks`` followed by ``relationships_among``, which a

@@ -450,7 +450,9 @@ async def test_chunk_graph_ranks_and_cuts_the_same_way_on_every_stack(kb: Khora,
     """``GraphStore.chunk_graph``: entities by how many of the chunks mention them, then the
     link score, total mentions, name (code point order) and id, cut at ``max_entities``;
     relationships among the kept ones only, heaviest first then by id; the same as the
-    two-read reference (``read_chunk_graph``), and nothing from another namespace."""
+    two-read reference (``read_chunk_graph``), and nothing from another namespace. Each
+    chunk's entities are ``entities_for_chunks`` as ``EntityRef``s, as
+    ``entity_refs_for_chunks`` reads them."""
     from khora_core.storage.chunk_graph import rank_chunk_entities, read_chunk_graph
 
     stack, dim = kb._stack, kb.engine.embedder.dimension
@@ -485,9 +487,11 @@ async def test_chunk_graph_ranks_and_cuts_the_same_way_on_every_stack(kb: Khora,
     assert [e.id for e in rank_chunk_entities(chunks, whole, entity_scores=scores, limit=100)] == order
     assert sorted(everything.chunk_entities) == chunks
     assert {e.id: e.name for e in everything.chunk_entities["d1-c0"]} == names
-    assert everything.chunk_entities == {
-        cid: [EntityRef(e.id, e.name) for e in ents] for cid, ents in whole.items()
-    }
+    refs = {cid: [EntityRef.of(e) for e in ents] for cid, ents in whole.items()}
+    assert everything.chunk_entities == refs
+    assert await stack.graph.entity_refs_for_chunks(namespace, chunks) == refs
+    assert EntityRef("z", "Zed", "PERSON", 3) in refs["d1-c0"]  # three chunks name Zed
+    assert await stack.graph.entity_refs_for_chunks(namespace, []) == {}
     assert [r.id for r in everything.relationships] == ["r-out", "r-c", "r-a", "r-b", "r-d"]
 
     cut = await stack.graph.chunk_graph(
@@ -511,6 +515,7 @@ async def test_chunk_graph_ranks_and_cuts_the_same_way_on_every_stack(kb: Khora,
     other = await kb.create_namespace("other", namespace=f"other-{uuid.uuid4().hex[:8]}")
     try:
         assert await stack.graph.chunk_graph(other.namespace_id, chunks) == ChunkGraph()
+        assert await stack.graph.entity_refs_for_chunks(other.namespace_id, chunks) == {}
     finally:
         await kb.delete_namespace(other.namespace_id)
 

@@ -17,13 +17,20 @@ from khora_core.storage.neo4j.lookups import (
     CHUNK_MENTIONS,
     DOCUMENTS_FOR_ENTITIES,
     ENTITIES_FOR_CHUNKS,
+    ENTITY_REFS_FOR_CHUNKS,
     LIST_RELATIONSHIPS,
     LIST_RELATIONSHIPS_OF,
     RELATIONSHIPS_AMONG_PER_PAIR,
     TIME_NODES,
 )
 from khora_core.storage.neo4j.pair_rank import DENSE_DEGREE
-from khora_core.storage.neo4j.records import entity_from_props, present, present_edge, relationship_from_props
+from khora_core.storage.neo4j.records import (
+    entity_from_props,
+    entity_ref,
+    present,
+    present_edge,
+    relationship_from_props,
+)
 from khora_core.storage.neo4j.search import (
     chunks_for_entities_tx,
     chunks_for_entity_groups_tx,
@@ -145,6 +152,15 @@ class Neo4jTraversal:
         rows = await self._db.fetch_rows(ENTITIES_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
         return {r["chunk_id"]: [entity_from_props(e) for e in r["entities"] if present(e)] for r in rows}
 
+    async def entity_refs_for_chunks(
+        self, namespace_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, list[EntityRef]]:
+        """``entities_for_chunks`` as ``EntityRef``s, in the same order."""
+        if not chunk_ids:
+            return {}
+        rows = await self._db.fetch_rows(ENTITY_REFS_FOR_CHUNKS, ns=namespace_id, ids=list(set(chunk_ids)))
+        return {r["chunk_id"]: _refs(r["entities"]) for r in rows}
+
     async def relationships_among(
         self,
         namespace_id: str,
@@ -197,10 +213,7 @@ class Neo4jTraversal:
         )
         row = rows[0]
         return ChunkGraph(
-            chunk_entities={
-                p["chunk_id"]: [EntityRef(i, n) for i, n in p["entities"] if i is not None and n is not None]
-                for p in row["chunks"]
-            },
+            chunk_entities={p["chunk_id"]: _refs(p["entities"]) for p in row["chunks"]},
             entities=[entity_from_props(e) for e in row["kept"] if present(e)],
             relationships=[
                 relationship_from_props(r["r"], r["source_id"], r["target_id"])
@@ -244,3 +257,8 @@ class Neo4jTraversal:
         return [
             relationship_from_props(r["r"], r["source_id"], r["target_id"]) for r in rows if present_edge(r)
         ]
+
+
+def _refs(rows: Sequence[Any]) -> list[EntityRef]:
+    """``entity_ref`` over a statement's lists, skipping entities deleted meanwhile."""
+    return [ref for ref in map(entity_ref, rows) if ref is not None]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from khora_core.storage.neo4j.mention_rank import rank_prefix
 from khora_core.storage.neo4j.pair_rank import pair_key
-from khora_core.storage.neo4j.records import ENTITY_FIELDS
+from khora_core.storage.neo4j.records import ENTITY_FIELDS, entity_ref_list
 
 __all__ = [
     "CHUNK_GRAPH",
@@ -19,6 +19,7 @@ __all__ = [
     "COUNT_RELATIONSHIPS",
     "DOCUMENTS_FOR_ENTITIES",
     "ENTITIES_FOR_CHUNKS",
+    "ENTITY_REFS_FOR_CHUNKS",
     "FIND_BY_NAME",
     "FIND_BY_WORDS",
     "LIST_ENTITIES",
@@ -58,13 +59,20 @@ CALL {{
 RETURN i, collect(node {ENTITY_FIELDS}) AS entities
 """
 
-ENTITIES_FOR_CHUNKS = f"""
+
+def _entities_for_chunks(projection: str) -> str:
+    """Each chunk's entities, most mentions in it first, as ``projection`` of ``e``."""
+    return f"""
 MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
 WHERE c.id IN $ids
 WITH c.id AS chunk_id, e, m ORDER BY m.count DESC, e.name_lower, e.id
-WITH chunk_id, collect(e {ENTITY_FIELDS}) AS entities
+WITH chunk_id, collect({projection}) AS entities
 RETURN collect({{chunk_id: chunk_id, entities: entities}}) AS rows
 """
+
+
+ENTITIES_FOR_CHUNKS = _entities_for_chunks(f"e {ENTITY_FIELDS}")
+ENTITY_REFS_FOR_CHUNKS = _entities_for_chunks(entity_ref_list("e"))
 
 # The relationships among the entity nodes ``kept``: at most $per_pair between one ordered
 # pair (heaviest, then by id), and the $max_relationships heaviest of those, as
@@ -131,8 +139,8 @@ RETURN relationships AS rows
 # RELATIONSHIPS_AMONG_PER_PAIR over the kept entities, in one statement: recall's assembly
 # reads the graph in one round trip instead of two (11,763 passages, interleaved: VECTOR
 # recall's assembly 4.2 ms p50 instead of 6.1, HYBRID 6.3 instead of 7.6; the same results
-# for 400 and 300 questions). Each chunk's entities travel as [id, name], all a recall
-# result shows of them; only the kept ones travel whole (a result's ten chunks name about
+# for 400 and 300 questions). Each chunk's entities travel as ``EntityRef`` lists, all a
+# recall result shows of them; only the kept ones travel whole (a result's ten chunks name about
 # 140 entities, and decoding them whole cost about 1.7 ms of client CPU per recall).
 CHUNK_GRAPH = f"""
 MATCH (e:Entity {{namespace_id: $ns}})-[m:MENTIONED_IN]->(c:Chunk {{namespace_id: $ns}})
@@ -151,7 +159,7 @@ CALL {{
 }}
 {_AMONG_PER_PAIR}
 RETURN [{{
-  chunks: [p IN per_chunk | {{chunk_id: p.chunk_id, entities: [x IN p.entities | [x.id, x.name]]}}],
+  chunks: [p IN per_chunk | {{chunk_id: p.chunk_id, entities: [x IN p.entities | {entity_ref_list("x")}]}}],
   kept: [x IN kept | x {ENTITY_FIELDS}],
   relationships: relationships
 }}] AS rows

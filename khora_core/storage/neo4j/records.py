@@ -18,7 +18,7 @@ from neo4j.time import DateTime as Neo4jDateTime
 
 from khora_core.errors import InvalidInputError
 from khora_core.models import SYSTEM_DATE_KEYS, SYSTEM_STRING_KEYS, Chunk, Entity, Relationship
-from khora_core.storage.protocols import fold
+from khora_core.storage.protocols import EntityRef, fold
 
 __all__ = [
     "ENTITY_FIELDS",
@@ -26,6 +26,8 @@ __all__ = [
     "chunk_props",
     "day_key",
     "entity_from_props",
+    "entity_ref",
+    "entity_ref_list",
     "entity_row",
     "fold",
     "present",
@@ -41,6 +43,12 @@ __all__ = [
 
 #: Entity properties returned by reads (no embedding: 384 floats per row is wasted I/O).
 ENTITY_FIELDS = "{.id, .namespace_id, .name, .type, .aliases, .description, .mention_count, .property_keys, .property_values}"
+
+
+def entity_ref_list(node: str) -> str:
+    """Cypher for an ``EntityRef`` of the entity node variable ``node`` (a name in our own
+    statement, never user text), read back by :func:`entity_ref`: a list, lighter than a map."""
+    return f"[{node}.id, {node}.name, {node}.type, {node}.mention_count]"
 
 
 def to_neo4j_datetime(value: datetime | None) -> datetime | None:
@@ -249,6 +257,15 @@ def relationship_from_props(props: Mapping[str, Any], source_id: str, target_id:
         chunk_id=props.get("chunk_id"),
         properties=properties_from_props(props),
     )
+
+
+def entity_ref(row: Sequence[Any]) -> EntityRef | None:
+    """An :func:`entity_ref_list` as an ``EntityRef``; None for an entity that a concurrent
+    ``forget`` deleted while the statement ran (see :func:`present`)."""
+    eid, name, etype, mentions = row
+    if eid is None:
+        return None
+    return EntityRef(eid, name or "", etype or "CONCEPT", int(mentions or 0))
 
 
 def present(props: Mapping[str, Any] | None) -> bool:

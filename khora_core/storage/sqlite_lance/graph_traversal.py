@@ -14,7 +14,7 @@ from typing import Any
 
 from khora_core.models import ChunkHit, Entity, Relationship
 from khora_core.storage.chunk_graph import read_chunk_graph
-from khora_core.storage.protocols import ChunkGraph, Neighbourhood, SearchPage
+from khora_core.storage.protocols import ChunkGraph, EntityRef, Neighbourhood, SearchPage
 from khora_core.storage.sqlite_lance.db import Database
 from khora_core.storage.sqlite_lance.filtering import prepare
 from khora_core.storage.sqlite_lance.rows import IN_JSON, json_ids
@@ -199,6 +199,14 @@ class SqliteTraversal:
             return out
 
         return await self._db.read(run) if chunk_ids else {}
+
+    async def entity_refs_for_chunks(
+        self, namespace_id: str, chunk_ids: Sequence[str]
+    ) -> dict[str, list[EntityRef]]:
+        """``entities_for_chunks`` as ``EntityRef``s, in the same order (read in-process,
+        there is nothing to save by reading less)."""
+        found = await self.entities_for_chunks(namespace_id, chunk_ids)
+        return {cid: [EntityRef.of(e) for e in ents] for cid, ents in found.items()}
 
     async def relationships_among(
         self,
