@@ -2,7 +2,7 @@
 
     python -m benchmarks.latency [--stack all|sqlite_lance|postgres] [--corpus all] [--limit N]
                                  [--max-questions N] [--no-pgvector] [--warmup N] [--no-gc-freeze]
-    python -m benchmarks.latency --fresh [--no-settle] [--warm-up-recalls 150] [--limit 3000]
+    python -m benchmarks.latency --fresh [--no-settle] [--warm-up-recalls 300] [--limit 3000]
                                  [--max-questions 100]
 
 Every development corpus (multi-hop passages and LoCoMo turns, about 11,800 passages) is
@@ -39,7 +39,7 @@ question by question. It reports p50 / p95 / p99 per pass, mode and stack, the t
 and autovacuum runs per pass, and stage medians. After the load each stack is settled and
 warmed up as a service would before taking traffic (``Khora.settle(namespace=...)``: on
 PostgreSQL + Neo4j, VACUUM (ANALYZE), Neo4j's indexes and plans; then, on both stacks,
-``--warm-up-recalls`` recalls cut from the namespace's documents, Khora's default 150) unless
+``--warm-up-recalls`` recalls cut from the namespace's documents, Khora's default 300) unless
 ``--no-settle``.
 """
 
@@ -672,7 +672,7 @@ def main() -> None:
         "--warm-up-recalls",
         type=int,
         default=None,
-        help="with --fresh: recalls of the warm-up after the load (Khora's default, 150, unless given)",
+        help="with --fresh: recalls of the warm-up after the load (Khora's default, 300, unless given)",
     )
     parser.add_argument(
         "--vectorstore-warmup",

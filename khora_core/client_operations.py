@@ -37,7 +37,7 @@ class ServerOperations:
         Nothing to do on the embedded store. Affects every namespace on those servers.
 
         Given ``namespace``, it then warms the read path before traffic comes, on every
-        stack: up to 150 recalls, for 30 seconds at most
+        stack: up to 300 recalls, for 30 seconds at most
         (``engine_kwargs={"warm_up_recalls": N}``; 0 turns it off), whose questions are cut
         from that namespace's documents, so that Neo4j plans its statements and compiles its
         read paths, and the embedded store loads its vectors, on them rather than on the

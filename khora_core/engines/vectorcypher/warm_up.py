@@ -2,7 +2,7 @@
 
 A Neo4j server plans each Cypher statement on its first call, and again for each size class
 of its list parameters (1, 2-10, 11-100 and 101-1,000 items), at about 70 ms a plan on a
-warm JVM; its JVM compiles the read paths over the first few hundred queries; and
+warm JVM; its JVM compiles the read paths over the first several hundred queries; and
 ``settle`` drops the cached plans on purpose, so that they are made against the loaded
 graph. Without a warm-up the first users' recalls pay for all of it: right after a bulk
 load, HYBRID recall's p95 over the first 100 questions was 1.7-2.5x its p95 a minute later
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["QUESTION_WORDS", "WARM_UP_MAX_S", "WARM_UP_RECALLS", "warm_up", "warm_up_questions"]
 
 #: Recalls a warm-up runs unless told otherwise.
-WARM_UP_RECALLS = 150
+WARM_UP_RECALLS = 300
 #: A warm-up stops after this many seconds even if recalls are left.
 WARM_UP_MAX_S = 30.0
 #: Words in a warm-up question, about a user's question.
