@@ -392,7 +392,7 @@ async def _passage_seeds(
             if ent.id not in seeds and ent.type != "DATE":
                 score = max(out.get(ent.id, (0.0, 0))[0], 0.5 * float(h.score))
                 out[ent.id] = (score, ent.mention_count)
-    return out, list(read)
+    return out, read
 
 
 def bridged_query(query_vector: Sequence[float], passage_vector: Sequence[float]) -> list[float] | None:
