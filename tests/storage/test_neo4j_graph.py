@@ -713,7 +713,8 @@ async def test_pair_rank_reads_a_busy_pair_by_an_index_seek(
     store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
 ) -> None:
     """Between two entities with more than ``DENSE_DEGREE`` edges, ``chunk_graph`` reads a
-    pair's heaviest relationships by a seek on the pair rank index, ``per_pair`` deep; a
+    pair's heaviest relationships by a seek on the pair rank index, ``per_pair`` deep, sorting
+    on the index's values; a
     namespace whose id starts another's reads only its own; re-writing a relationship
     re-keys it; edges written before the rank existed get theirs when the store is opened."""
     from khora_core.storage.neo4j.lookups import CHUNK_GRAPH
@@ -755,6 +756,8 @@ async def test_pair_rank_reads_a_busy_pair_by_an_index_seek(
         )  # fmt: skip
         seeks = [d for op, d in _operators(summary.plan) if "RelationshipIndexSeek" in op]
         assert any("RELATES(pair, rank_weight, id)" in d for d in seeks), _operators(summary.plan)
+        # The seek hands on the weight and id it sorts by from the index itself.
+        assert any("cache[r.rank_weight]" in d and "cache[r.id]" in d for d in seeks), seeks
 
         # Re-writing one relationship heavier moves it to the front.
         top = Relationship(id="d-r7", namespace_id=ns, source_id=entity_id(ns, "Ann"),

@@ -81,7 +81,11 @@ ENTITY_REFS_FOR_CHUNKS = _entities_for_chunks(entity_ref_list("e"))
 # most $dense outgoing ones expands them toward the other targets; between two entities with
 # more, the pair rank index is sought $per_pair entries deep (``pair_rank``). Expanding the
 # sources alone read a hub's whole degree and every parallel edge of a pair of hubs: 137,000
-# edges for the 30 entities of a result on a 100,000-chunk store.
+# edges for the 30 entities of a result on a 100,000-chunk store. Each case hands on the
+# weight and id it sorts by: the index seek takes them from the index (weight = -rank_weight),
+# so only the relationships returned are read whole (a 40,000-chunk store, 80 recalls'
+# statements: 6,837 db hits a statement against 10,937 when both sorts read the two
+# properties of every candidate, wall p50 19.4 against 22.9 ms, identical results).
 _AMONG_PER_PAIR = f"""
 CALL {{
   WITH kept
@@ -99,13 +103,13 @@ CALL {{
     UNWIND few_in AS t
     MATCH (s)-[r:RELATES]->(t)
     WHERE s IN kept
-    RETURN s, t, r
+    RETURN s, t, r, r.weight AS w, r.id AS rid
     UNION ALL
     WITH few_out, many_in
     UNWIND few_out AS s
     MATCH (s)-[r:RELATES]->(t)
     WHERE t IN many_in
-    RETURN s, t, r
+    RETURN s, t, r, r.weight AS w, r.id AS rid
     UNION ALL
     WITH many_out, many_in
     UNWIND many_out AS s
@@ -115,14 +119,14 @@ CALL {{
       MATCH ()-[r:RELATES]->()
       WHERE r.pair = {pair_key("$ns", "s.id", "t.id")} AND r.rank_weight IS NOT NULL AND r.id IS NOT NULL
       WITH r ORDER BY r.pair, r.rank_weight, r.id LIMIT $per_pair
-      RETURN r
+      RETURN r, -r.rank_weight AS w, r.id AS rid
     }}
-    RETURN s, t, r
+    RETURN s, t, r, w, rid
   }}
-  WITH s, t, r ORDER BY r.weight DESC, r.id
-  WITH s, t, collect(r)[..$per_pair] AS heaviest
-  UNWIND heaviest AS r
-  WITH r, s, t ORDER BY r.weight DESC, r.id LIMIT $max_relationships
+  WITH s, t, r, w, rid ORDER BY w DESC, rid
+  WITH s, t, collect([r, w, rid])[..$per_pair] AS heaviest
+  UNWIND heaviest AS h
+  WITH h[0] AS r, h[1] AS w, h[2] AS rid, s, t ORDER BY w DESC, rid LIMIT $max_relationships
   RETURN collect({{r: properties(r), source_id: s.id, target_id: t.id}}) AS relationships
 }}
 """
