@@ -84,8 +84,8 @@ ENTITY_REFS_FOR_CHUNKS = _entities_for_chunks(entity_ref_list("e"))
 # edges for the 30 entities of a result on a 100,000-chunk store. Each case hands on the
 # weight and id it sorts by: the index seek takes them from the index (weight = -rank_weight),
 # so only the relationships returned are read whole (a 40,000-chunk store, 80 recalls'
-# statements: 6,837 db hits a statement against 10,937 when both sorts read the two
-# properties of every candidate, wall p50 19.4 against 22.9 ms, identical results).
+# statements: 6,837 db hits a statement against 10,937 when the sorts read them from each
+# relationship, wall p50 19.4 against 22.9 ms, identical results).
 _AMONG_PER_PAIR = f"""
 CALL {{
   WITH kept
