@@ -663,7 +663,7 @@ async def test_mention_rank_reads_each_entity_by_an_index_seek(
     store: Neo4jGraphStore, graph_namespace: str, neo4j_driver: Any
 ) -> None:
     """``chunk_mentions`` reads an entity's best mentions by a seek on the rank index, not
-    its whole degree; an entity or namespace whose id starts another's reads only its own;
+    its whole degree, and takes each mention's count and chunk id from the index; an entity or namespace whose id starts another's reads only its own;
     edges written before the rank existed get theirs when the store is opened."""
     from khora_core.storage.neo4j.lookups import CHUNK_MENTIONS
     from khora_core.storage.neo4j.mention_rank import MENTION_RANK_INDEX
@@ -700,6 +700,9 @@ async def test_mention_rank_reads_each_entity_by_an_index_seek(
         )
         seeks = [d for op, d in _operators(summary.plan) if "IndexSeekByRange" in op]
         assert any("MENTIONED_IN(rank)" in d for d in seeks), _operators(summary.plan)
+        # Count and chunk id come from the index's key: no edge property, no chunk node read.
+        details = " ".join(d for _, d in _operators(summary.plan))
+        assert "cache[m.rank]" in details and "Chunk" not in details, _operators(summary.plan)
 
         # A graph written before the rank: no rank on its edges and no index.
         await _rekeyed_on_open(store, neo4j_driver, ns, "MENTIONED_IN", ["rank"], MENTION_RANK_INDEX)

@@ -23,6 +23,7 @@ from khora_core.storage.neo4j.lookups import (
     RELATIONSHIPS_AMONG_PER_PAIR,
     TIME_NODES,
 )
+from khora_core.storage.neo4j.mention_rank import read_rank_suffix
 from khora_core.storage.neo4j.pair_rank import DENSE_DEGREE
 from khora_core.storage.neo4j.records import (
     entity_from_props,
@@ -141,7 +142,7 @@ class Neo4jTraversal:
         if not ids or per_entity <= 0:
             return {}
         rows = await self._db.fetch_rows(CHUNK_MENTIONS, ns=namespace_id, ids=ids, per=int(per_entity))
-        return {r["eid"]: {cid: int(n) for cid, n in r["top"]} for r in rows if r["top"]}
+        return {r["eid"]: dict(map(read_rank_suffix, r["top"])) for r in rows if r["top"]}
 
     async def entities_for_chunks(
         self, namespace_id: str, chunk_ids: Sequence[str]

@@ -8,7 +8,7 @@ with ``search.rows_of``).
 
 from __future__ import annotations
 
-from khora_core.storage.neo4j.mention_rank import rank_prefix
+from khora_core.storage.neo4j.mention_rank import rank_prefix, rank_suffix
 from khora_core.storage.neo4j.pair_rank import pair_key
 from khora_core.storage.neo4j.records import ENTITY_FIELDS, entity_ref_list
 
@@ -79,7 +79,8 @@ ENTITY_REFS_FOR_CHUNKS = _entities_for_chunks(entity_ref_list("e"))
 # ``relationships``. Each pair is read from its cheap side, and falls in exactly one of three
 # cases: a target with at most $dense incoming RELATES edges expands them; a source with at
 # most $dense outgoing ones expands them toward the other targets; between two entities with
-# more, the pair rank index is sought $per_pair entries deep (``pair_rank``). Expanding the
+# more, the pair rank index is sought $per_pair entries deep (``pair_rank``; a hint, since on
+# a store with few relationships the planner's statistics chose a scan). Expanding the
 # sources alone read a hub's whole degree and every parallel edge of a pair of hubs: 137,000
 # edges for the 30 entities of a result on a 100,000-chunk store. Each case hands on the
 # weight and id it sorts by: the index seek takes them from the index (weight = -rank_weight),
@@ -117,6 +118,7 @@ CALL {{
     CALL {{
       WITH s, t
       MATCH ()-[r:RELATES]->()
+      USING INDEX SEEK r:RELATES(pair, rank_weight, id)
       WHERE r.pair = {pair_key("$ns", "s.id", "t.id")} AND r.rank_weight IS NOT NULL AND r.id IS NOT NULL
       WITH r ORDER BY r.pair, r.rank_weight, r.id LIMIT $per_pair
       RETURN r, -r.rank_weight AS w, r.id AS rid
@@ -179,16 +181,19 @@ RETURN collect({id: id, documents: documents}) AS rows
 # Each entity's ``$per`` most-mentioning chunks (count, then chunk id, as the embedded store
 # orders them): a seek on the entity's prefix of the mention rank index, stopped after
 # ``$per`` entries, so a popular entity costs ``$per`` edges, not its degree
-# (``mention_rank``). The prefix names the namespace: mentions never cross namespaces.
+# (``mention_rank``). The prefix names the namespace: mentions never cross namespaces. Each
+# mention comes back as the rest of its key (count and chunk id), taken from the index, so
+# neither the edge nor the chunk is read (2,953 chunks, 107 recalls' calls: 733 db hits
+# instead of 2,584 for the largest, the same results).
 CHUNK_MENTIONS = f"""
 UNWIND $ids AS eid
 CALL {{
   WITH eid
-  MATCH ()-[m:MENTIONED_IN]->(c:Chunk)
+  MATCH ()-[m:MENTIONED_IN]->()
   USING INDEX SEEK m:MENTIONED_IN(rank)
   WHERE m.rank STARTS WITH {rank_prefix("$ns", "eid")}
-  WITH m, c ORDER BY m.rank LIMIT $per
-  RETURN collect([c.id, m.count]) AS top
+  WITH eid, m.rank AS rank ORDER BY rank LIMIT $per
+  RETURN collect({rank_suffix("rank", "$ns", "eid")}) AS top
 }}
 WITH eid, top WHERE size(top) > 0
 RETURN collect({{eid: eid, top: top}}) AS rows
