@@ -668,7 +668,7 @@ async def test_mention_rank_reads_each_entity_by_an_index_seek(
     from khora_core.storage.neo4j.lookups import CHUNK_MENTIONS
     from khora_core.storage.neo4j.mention_rank import MENTION_RANK_INDEX
 
-    ns, longer = graph_namespace, graph_namespace + "9"
+    ns, longer, astral = graph_namespace, graph_namespace + "9", graph_namespace + "\U0001f600"
     ids = ["e", "e9", "e99"]  # a ten-digit count that counts down starts with 9
 
     def batch(space: str, counts: dict[str, list[tuple[int, int]]]) -> WriteBatch:
@@ -695,6 +695,10 @@ async def test_mention_rank_reads_each_entity_by_an_index_seek(
             "e": {"d-c2": 5},
             "e9": {"d-c0": 4, "d-c1": 1},
         }
+        # A namespace id outside the Basic Multilingual Plane: the key's prefix is measured
+        # and cut in the same units.
+        await store.write_batch(astral, batch(astral, {"e": [(3, 7)]}))
+        assert await store.chunk_mentions(astral, ids, per_entity=5) == {"e": {"d-c3": 7}}
         _, summary, _ = await neo4j_driver.execute_query(
             "EXPLAIN " + CHUNK_MENTIONS, {"ns": ns, "ids": ids, "per": 5}
         )
@@ -710,6 +714,7 @@ async def test_mention_rank_reads_each_entity_by_an_index_seek(
     finally:
         await store.ensure_schema()  # the index back for the tests after this one, whatever happened
         await store.delete_namespace(longer)
+        await store.delete_namespace(astral)
 
 
 async def test_pair_rank_reads_a_busy_pair_by_an_index_seek(
