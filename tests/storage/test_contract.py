@@ -857,6 +857,50 @@ async def test_a_stored_vector_reads_back_equal(kb: Khora, namespace: str, embed
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
 
 
+def _typed(value: object) -> object:
+    """``value`` with each number paired with its type: ``1e16 == 10**16``, and the
+    comparison must tell a float from an int."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+async def test_metadata_numbers_read_back_as_written(kb: Khora, namespace: str) -> None:
+    """Floats stay floats and ints ints, whatever their size, in namespace, document and
+    chunk metadata. (PostgreSQL's ``jsonb`` keeps numbers as exact decimals: a float sent
+    as Python writes it, "1e+16", came back as the int 10000000000000000.)"""
+    meta = {
+        "round": 1e16,
+        "odd": 1.855950997391831e16,
+        "negative": -2.5e20,
+        "largest": 1.7976931348623157e308,
+        "small": 1e-7,
+        "fraction": 0.1,
+        "int": 10**20,
+        "nested": {"list": [3e17, 7, -0.5]},
+    }
+    other = f"{namespace}-numbers"
+    created = await kb.create_namespace("numbers", namespace=other, metadata=meta)
+    try:
+        assert _typed((await kb.get_namespace(other)).metadata) == _typed(meta)
+        assert _typed(created.metadata) == _typed(meta)
+    finally:
+        await kb.delete_namespace(other)
+    await kb.remember("Maya Chen is the CTO of Northwind Robotics.", namespace=namespace, metadata=meta)
+    result = await kb.recall("Who is the CTO?", namespace=namespace, mode=SearchMode.VECTOR)
+    assert _typed(result.documents[0].metadata) == _typed(meta)
+    assert _typed(result.chunks[0].metadata) == _typed(meta)
+    filtered = await kb.recall(
+        "Who is the CTO?",
+        namespace=namespace,
+        mode=SearchMode.VECTOR,
+        filter={"metadata.round": {"$gte": 1e16}},
+    )
+    assert [c.id for c in filtered.chunks] == [result.chunks[0].id]
+
+
 @pytest.mark.parametrize("chunk_context", [True, False], ids=["context", "no-context"])
 async def test_a_title_is_searched_with_its_chunks(
     stack_name: str, chunk_context: bool, request: pytest.FixtureRequest, tmp_path, embedder
