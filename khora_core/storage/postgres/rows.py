@@ -135,7 +135,7 @@ def dump_json(value: dict[str, Any]) -> str:
 
         text = json.dumps(swap(value), default=_json_default, ensure_ascii=False, allow_nan=False)
         return re.sub(f'"{nonce}:(\\d+)"', lambda m: plain[int(m.group(1))], text)
-    except (TypeError, ValueError, RecursionError) as exc:
+    except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
 
 
