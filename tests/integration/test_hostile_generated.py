@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from khora_core import KhoraConfig, KhoraSync, RememberResult
 from khora_core.errors import KhoraError
 from tests.fixtures.stacks import config_for
+from tests.typed import typed
 
 CANARY = "Canary note: Maya Chen keeps the lighthouse log in Lisbon."
 
@@ -174,7 +175,7 @@ def test_generated_remember_stores_exactly_or_refuses(
     assert {d.external_id for d in found.documents} <= {ext}
     if not result.duplicate:
         assert found.documents, "a stored document is not found by its own external id"
-        assert found.documents[0].metadata == meta
+        assert typed(found.documents[0].metadata) == typed(meta)
         assert found.documents[0].content == content  # the context is searched, never stored as content
         assert kb.forget(namespace=ns, external_id=ext)
         _canary_intact(kb, ns, before)
@@ -203,10 +204,10 @@ def test_generated_namespace_ids_are_created_exactly_or_refused(
         try:
             assert created.namespace_id == namespace_id
             stored_ns = kb.get_namespace(namespace_id)
-            assert (stored_ns.namespace_id, stored_ns.name, stored_ns.metadata) == (
+            assert (stored_ns.namespace_id, stored_ns.name, typed(stored_ns.metadata)) == (
                 namespace_id,
                 name or "n",
-                meta,
+                typed(meta),
             )
             stored = kb.remember("A note in the new namespace.", namespace=namespace_id)
             assert isinstance(stored, RememberResult)

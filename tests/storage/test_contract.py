@@ -18,6 +18,7 @@ from khora_core.errors import InvalidInputError
 from khora_core.models import Chunk, Document, Entity, Mention, Relationship, WriteBatch
 from khora_core.retrieval.graph_channel import PASSAGE_SEEDS
 from khora_core.storage.protocols import ChunkGraph, EntityRef
+from tests.typed import typed
 
 DOCS = [
     {
@@ -857,16 +858,6 @@ async def test_a_stored_vector_reads_back_equal(kb: Khora, namespace: str, embed
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
 
 
-def _typed(value: object) -> object:
-    """``value`` with each number paired with its type: ``1e16 == 10**16``, and the
-    comparison must tell a float from an int."""
-    if isinstance(value, dict):
-        return {k: _typed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_typed(v) for v in value]
-    return (type(value).__name__, value)
-
-
 async def test_metadata_numbers_read_back_as_written(kb: Khora, namespace: str) -> None:
     """Floats stay floats and ints ints, whatever their size, in namespace, document and
     chunk metadata. (PostgreSQL's ``jsonb`` keeps numbers as exact decimals: a float sent
@@ -884,14 +875,14 @@ async def test_metadata_numbers_read_back_as_written(kb: Khora, namespace: str) 
     other = f"{namespace}-numbers"
     created = await kb.create_namespace("numbers", namespace=other, metadata=meta)
     try:
-        assert _typed((await kb.get_namespace(other)).metadata) == _typed(meta)
-        assert _typed(created.metadata) == _typed(meta)
+        assert typed((await kb.get_namespace(other)).metadata) == typed(meta)
+        assert typed(created.metadata) == typed(meta)
     finally:
         await kb.delete_namespace(other)
     await kb.remember("Maya Chen is the CTO of Northwind Robotics.", namespace=namespace, metadata=meta)
     result = await kb.recall("Who is the CTO?", namespace=namespace, mode=SearchMode.VECTOR)
-    assert _typed(result.documents[0].metadata) == _typed(meta)
-    assert _typed(result.chunks[0].metadata) == _typed(meta)
+    assert typed(result.documents[0].metadata) == typed(meta)
+    assert typed(result.chunks[0].metadata) == typed(meta)
     filtered = await kb.recall(
         "Who is the CTO?",
         namespace=namespace,
