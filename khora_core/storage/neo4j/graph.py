@@ -72,18 +72,24 @@ class Neo4jGraphStore(Neo4jTraversal):
         self._dim = int(embedding_dim)
         #: Sizes entity vector searches; cleared by every write through ``_write``.
         self._entity_counts = EntityCounts()
-        # One write_batch at a time per store: concurrent batches that share entities
+        # One write transaction at a time per store: concurrent writes that share entities
         # deadlocked on Neo4j's node and relationship-group locks even with sorted rows
-        # (each deadlock costs a retry after a ~1 s back-off), and one server gains
-        # little from parallel writes anyway. Made per event loop (a lock belongs to one).
+        # (each deadlock costs a retry after a ~1 s back-off; a forget beside eight writers
+        # ran out of the driver's retry time), and one server gains little from parallel
+        # writes anyway. Made per event loop (a lock belongs to one).
         self._write_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     async def _write(self, work: Any, *args: Any) -> Any:
-        """``work(tx, *args)`` in one managed write transaction; the entity counts are stale after it."""
-        try:
-            return await self._db.write(work, *args)
-        finally:
-            self._entity_counts.clear()
+        """``work(tx, *args)`` in one managed write transaction, one at a time per store; the
+        entity counts are stale after it."""
+        loop = asyncio.get_running_loop()
+        if self._write_lock is None or self._write_lock[0] is not loop:
+            self._write_lock = (loop, asyncio.Lock())
+        async with self._write_lock[1]:
+            try:
+                return await self._db.write(work, *args)
+            finally:
+                self._entity_counts.clear()
 
     # -- schema and maintenance --------------------------------------------------------------
 
@@ -111,11 +117,7 @@ class Neo4jGraphStore(Neo4jTraversal):
     async def write_batches(self, namespace_id: str, batches: Sequence[WriteBatch]) -> None:
         """:meth:`write_batch` for several batches in one transaction (all or none), with one
         statement per kind of row instead of one per batch."""
-        loop = asyncio.get_running_loop()
-        if self._write_lock is None or self._write_lock[0] is not loop:
-            self._write_lock = (loop, asyncio.Lock())
-        async with self._write_lock[1]:
-            await self._write(write.write_batches_tx, namespace_id, list(batches), self._dim)
+        await self._write(write.write_batches_tx, namespace_id, list(batches), self._dim)
 
     async def delete_document(self, namespace_id: str, document_id: str) -> bool:
         """Remove a document's chunks, links, relationships, orphaned entities and empty
