@@ -91,52 +91,41 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"metadata value of type {type(value).__name__} is not JSON")
 
 
-def _exponent_integral(value: float) -> bool:
-    # Python writes a float of magnitude 1e16 or more in exponent form ("1e+16"). ``jsonb``
-    # keeps numbers as exact decimals and gives that one back as "10000000000000000", which
-    # reads as an int; written as "10000000000000000.0" it reads back as the same float.
-    return math.isfinite(value) and value.is_integer() and "e" in repr(value)
-
-
-def _has_exponent_integral(value: Any) -> bool:
-    if isinstance(value, float):
-        return _exponent_integral(value)
-    if isinstance(value, dict):
-        return any(_has_exponent_integral(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_has_exponent_integral(v) for v in value)
-    return False
-
-
 def dump_json(value: dict[str, Any]) -> str:
     """Metadata as JSON text for a ``jsonb`` parameter, read back with the same types and
     values (``_load_json``): a float stays a float, an int an int.
 
+    Python writes a float of magnitude 1e16 or more in exponent form ("1e+16"); ``jsonb``
+    keeps numbers as exact decimals and gives that one back as "10000000000000000", which
+    reads as an int. Such a float is written as "10000000000000000.0" instead: it goes
+    through ``json.dumps`` as a placeholder string (a random nonce keeps user text from
+    matching) that is replaced by its plain decimal form afterwards.
+
     Raises:
         InvalidInputError: a value cannot be represented in JSON.
     """
+    plain: list[str] = []
+    nonce = ""
+
+    def swap(v: Any) -> Any:
+        nonlocal nonce
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer() and "e" in repr(v):
+            nonce = nonce or uuid.uuid4().hex
+            plain.append(f"{int(v)}.0")
+            return f"{nonce}:{len(plain) - 1}"
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [swap(x) for x in v]
+        return v
+
     try:
-        if not _has_exponent_integral(value):
-            return json.dumps(value, default=_json_default, ensure_ascii=False, allow_nan=False)
-        # Each such float goes through json.dumps as a unique placeholder string, replaced
-        # by its plain decimal form afterwards; the nonce keeps user text from matching.
-        nonce = uuid.uuid4().hex
-        plain: list[str] = []
-
-        def swap(v: Any) -> Any:
-            if isinstance(v, float) and _exponent_integral(v):
-                plain.append(f"{int(v)}.0")
-                return f"{nonce}:{len(plain) - 1}"
-            if isinstance(v, dict):
-                return {k: swap(x) for k, x in v.items()}
-            if isinstance(v, list | tuple):
-                return [swap(x) for x in v]
-            return v
-
         text = json.dumps(swap(value), default=_json_default, ensure_ascii=False, allow_nan=False)
-        return re.sub(f'"{nonce}:(\\d+)"', lambda m: plain[int(m.group(1))], text)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"metadata must be JSON-serialisable: {exc}") from exc
+    if not plain:
+        return text
+    return re.sub(f'"{nonce}:(\\d+)"', lambda m: plain[int(m.group(1))], text)
 
 
 def _load_json(value: Any) -> dict[str, Any]:
