@@ -339,6 +339,10 @@ class VectorCypherConfig(BaseModel):
     fusion_complex_graph_weight: float = 0.6
     #: Fuse with normalised weighted RRF (scores rescaled to 0-1) instead of plain weighted RRF.
     fusion_normalized: bool = False
+    #: The vector channel's hit at rank ``i`` stays within the first ``ceil(i / (factor *
+    #: share))`` fused places, ``share`` being its part of the fusion weights in use
+    #: (``retrieval.fusion.keep_anchor_order``); 0 lets fusion move it anywhere.
+    fusion_vector_share_factor: float = Field(default=0.75, ge=0.0)
     # Temporal
     #: Weight of the recency boost (0 turns it off).
     temporal_recency_weight: float = 0.35

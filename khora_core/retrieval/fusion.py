@@ -7,7 +7,7 @@ and breaks ties with the normalised score from the item's dominant channel.
 **A channel that found nothing useful must not dilute the others.** With ``k = 60`` RRF is
 nearly flat across the top ranks (1/61 vs 1/62), so the *weights* decide: a graph channel at
 weight 0.6 that puts an arbitrary chunk at rank 1 outvotes a vector channel at 0.4 that put
-the right chunk at rank 1. Three rules, each with its own reason, stop that:
+the right chunk at rank 1. Four rules, each with its own reason, stop that:
 
 1. **Equal evidence shares a rank** (``ranks_from_scores``): ranks are competition ranks
    over each channel's scores, so the graph channel (whose score is the weighted set of
@@ -27,6 +27,13 @@ the right chunk at rank 1. Three rules, each with its own reason, stop that:
    by ``anchor_margin``, the vector channel is sure, and fusion may reorder everything below
    it but not it. When the margin is small the vector channel is itself unsure, and fusion
    decides.
+4. **The vector channel's order is displaced at most by its weight share**
+   (``keep_anchor_order``): under RRF any chunk that two channels list outranks every chunk
+   that one lists, so a graph channel that nominates fifteen chunks the vector channel also
+   found at ranks 20-50 can push the vector channel's rank-2 hit out of the first ten. With
+   the vector channel holding a share ``s`` of the weights actually used (after rule 2), its
+   rank-``i`` hit stays within the first ``ceil(i / s)`` places: the other channels may
+   interleave their finds, in proportion to their weight, but not bury its best hits.
 
 Together these make HYBRID rank the right chunk first on single-hop lookups at least as
 often as VECTOR alone, while multi-hop questions still get the graph's extra candidates.
@@ -49,6 +56,7 @@ __all__ = [
     "evidence_weights",
     "fuse",
     "graph_quality",
+    "keep_anchor_order",
     "keyword_quality",
     "min_max",
     "nominations",
@@ -294,6 +302,38 @@ def protect_top(fused: list[FusedItem], anchor_id: str | None) -> list[FusedItem
     return [anchor, *fused]
 
 
+def keep_anchor_order(fused: list[FusedItem], anchor_order: Sequence[str], share: float) -> list[FusedItem]:
+    """Move each of the anchor channel's hits up to at most place ``ceil(i / share)``.
+
+    ``anchor_order`` is the anchor channel's ids best first (its rank ``i`` is its 1-based
+    position). The other items keep their fused order; a hit moved up takes the score of the
+    item it now precedes, so scores stay in descending order. ``share`` of 0 (or less)
+    leaves ``fused`` as it is; 1 gives the anchor channel's order back for its own hits.
+    """
+    if share <= 0.0 or not fused or not anchor_order:
+        return fused
+    present = {f.id for f in fused}
+    anchor = [cid for cid in dict.fromkeys(anchor_order) if cid in present]
+    deadline = {cid: math.ceil(round(i / min(1.0, share), 9)) for i, cid in enumerate(anchor, start=1)}
+    rest = list(fused)
+    placed: set[str] = set()
+    out: list[FusedItem] = []
+    due = 0  # index into ``anchor`` of its best hit not yet placed
+    while rest:
+        while due < len(anchor) and anchor[due] in placed:
+            due += 1
+        position = len(out) + 1
+        if due < len(anchor) and deadline[anchor[due]] <= position and rest[0].id != anchor[due]:
+            idx = next(i for i, f in enumerate(rest) if f.id == anchor[due])
+            item = rest.pop(idx)
+            item.score = max(item.score, rest[0].score) if rest else item.score
+        else:
+            item = rest.pop(0)
+        placed.add(item.id)
+        out.append(item)
+    return out
+
+
 @dataclass(frozen=True)
 class FusionPolicy:
     """How ``fuse`` combines channels (see the module docstring for why).
@@ -305,6 +345,9 @@ class FusionPolicy:
         anchor_min_score: raw score the anchor must reach (cosine; all-MiniLM-L6-v2 puts
             on-topic matches above ~0.4).
         anchor_margin: lead over the runner-up that counts as confident.
+        anchor_share_factor: the anchor channel's hit at rank ``i`` stays within the first
+            ``ceil(i / (factor * share))`` places, ``share`` its part of the weights used
+            (``keep_anchor_order``); 0 turns the bound off.
     """
 
     k: int = DEFAULT_RRF_K
@@ -312,6 +355,7 @@ class FusionPolicy:
     anchor_channel: str = "vector"
     anchor_min_score: float = 0.4
     anchor_margin: float = 0.05
+    anchor_share_factor: float = 0.75
 
 
 @dataclass
@@ -319,6 +363,10 @@ class FusionOutcome:
     items: list[FusedItem]
     weights: dict[str, float]
     anchored: str | None = None
+    #: The anchor channel's share of the weights times the policy's factor (None: not applied).
+    anchor_share: float | None = None
+    #: How many of the anchor channel's hits the share bound moved up.
+    moved_up: int = 0
 
 
 def fuse(
@@ -328,7 +376,7 @@ def fuse(
     quality: Mapping[str, float] | None = None,
     policy: FusionPolicy | None = None,
 ) -> FusionOutcome:
-    """Fuse channel hits with the three evidence rules.
+    """Fuse channel hits with the four evidence rules.
 
     Args:
         channels: channel name -> ``(id, raw score)`` best first. Empty channels are ignored.
@@ -337,7 +385,8 @@ def fuse(
         policy: fusion settings.
 
     Returns:
-        The fused items (best first), the weights actually used and the anchored id.
+        The fused items (best first), the weights actually used, the anchored id and the
+        anchor channel's share bound with how many of its hits it moved up.
     """
     policy = policy or FusionPolicy()
     live = {c: list(h) for c, h in channels.items() if h}
@@ -347,6 +396,8 @@ def fuse(
     else:
         items = weighted_rrf({c: ranks_from_scores(h) for c, h in live.items()}, used, policy.k)
     anchored = None
+    share: float | None = None
+    moved = 0
     anchor_hits = live.get(policy.anchor_channel)
     if anchor_hits and len(live) > 1:
         top_id, _ = max(anchor_hits, key=lambda p: p[1])
@@ -355,4 +406,11 @@ def fuse(
         ):
             anchored = top_id
             items = protect_top(items, top_id)
-    return FusionOutcome(items=items, weights=used, anchored=anchored)
+        total = sum(used.values())
+        if policy.anchor_share_factor > 0.0 and total > 0.0:
+            share = min(1.0, policy.anchor_share_factor * used.get(policy.anchor_channel, 0.0) / total)
+            ranked = sorted(anchor_hits, key=lambda p: -p[1])
+            before = {f.id: i for i, f in enumerate(items)}
+            items = keep_anchor_order(items, [cid for cid, _ in ranked], share)
+            moved = sum(1 for i, f in enumerate(items) if i < before[f.id])
+    return FusionOutcome(items=items, weights=used, anchored=anchored, anchor_share=share, moved_up=moved)

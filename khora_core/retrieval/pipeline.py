@@ -360,6 +360,10 @@ class RecallPipeline:
                 "weights": ranked.outcome.weights,
                 "quality": quality,
                 "anchored_top": ranked.outcome.anchored,
+                "vector_share": (
+                    None if ranked.outcome.anchor_share is None else round(ranked.outcome.anchor_share, 4)
+                ),
+                "vector_hits_kept_up": ranked.outcome.moved_up,
             },
             "timings": timings,
             "max_raw_vector_score": max_raw,

@@ -134,7 +134,11 @@ def fuse_and_boost(
         )
     if lists.get("keyword"):
         quality["keyword"] = fusion.keyword_quality(query, cands[lists["keyword"][0][0]].chunk.content)
-    policy = fusion.FusionPolicy(k=vc.fusion_rrf_k, normalized=vc.fusion_normalized)
+    policy = fusion.FusionPolicy(
+        k=vc.fusion_rrf_k,
+        normalized=vc.fusion_normalized,
+        anchor_share_factor=vc.fusion_vector_share_factor,
+    )
     outcome = fusion.fuse(lists, weights, quality=quality, policy=policy)
     vector_scores = [s for _, s in lists.get("vector", [])]
     max_raw = max(vector_scores) if vector_scores else None

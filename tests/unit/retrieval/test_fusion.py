@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -14,6 +15,7 @@ from khora_core.retrieval.fusion import (
     evidence_weights,
     fuse,
     graph_quality,
+    keep_anchor_order,
     keyword_quality,
     min_max,
     protect_top,
@@ -135,6 +137,47 @@ def test_protect_top_moves_anchor_first() -> None:
     assert [f.id for f in out] == ["a", "x"]
     assert out[0].score == pytest.approx(out[1].score)
     assert [f.id for f in protect_top(fused, "missing")] == [f.id for f in fused]
+
+
+def test_keep_anchor_order_bounds_how_far_each_anchor_hit_moves() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        ids = [f"c{i}" for i in range(rng.randint(1, 40))]
+        fused_order = rng.sample(ids, len(ids))
+        anchor = rng.sample(ids, rng.randint(1, len(ids)))
+        share = rng.choice([0.1, 0.3, 0.4, 0.5, 2 / 3, 1.0])
+        fused = weighted_rrf({"x": fused_order}, {"x": 1.0})
+        out = keep_anchor_order(fused, anchor, share)
+        got = [f.id for f in out]
+        assert sorted(got) == sorted(ids)
+        for i, cid in enumerate(anchor, start=1):
+            assert got.index(cid) + 1 <= math.ceil(round(i / share, 9))
+        others = [c for c in fused_order if c not in anchor]
+        assert [c for c in got if c not in anchor] == others  # the rest keep their order
+        scores = [f.score for f in out]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_keep_anchor_order_share_zero_or_no_anchor_changes_nothing() -> None:
+    fused = weighted_rrf({"g": ["a", "b", "c"]}, {"g": 1.0})
+    assert [f.id for f in keep_anchor_order(fused, ["c", "b"], 0.0)] == ["a", "b", "c"]
+    assert [f.id for f in keep_anchor_order(fused, [], 0.5)] == ["a", "b", "c"]
+    assert [f.id for f in keep_anchor_order(fused, ["c", "b"], 1.0)] == ["c", "b", "a"]
+
+
+def test_graph_consensus_cannot_bury_the_vector_channels_best_hits() -> None:
+    """Fifteen graph nominations that the vector channel found deep down all outrank its
+    own second hit under RRF; the weight-share bound keeps that hit near the top."""
+    vector = [(f"v{i}", 0.60 - 0.005 * i) for i in range(1, 31)]
+    vector[0] = ("v1", 0.62)  # no confident top: no margin over v2
+    graph = [(f"v{i}", 1.0 - 0.01 * i) for i in range(16, 31)]
+    weights = {"vector": 0.4, "graph": 0.6}
+    free = fuse({"vector": vector, "graph": graph}, weights, policy=FusionPolicy(anchor_share_factor=0.0))
+    assert [f.id for f in free.items].index("v2") >= 10  # buried under the graph's nominations
+    bound = fuse({"vector": vector, "graph": graph}, weights, policy=FusionPolicy(anchor_share_factor=1.0))
+    order = [f.id for f in bound.items]
+    assert order.index("v1") < 3 and order.index("v2") < 5  # share 0.4: ceil(1 / 0.4), ceil(2 / 0.4)
+    assert set(order[:10]) & {f"v{i}" for i in range(16, 31)}  # the graph still brings its finds up
 
 
 # -- no dilution ---------------------------------------------------------------------------
