@@ -342,7 +342,7 @@ class VectorCypherConfig(BaseModel):
     #: The vector channel's hit at rank ``i`` stays within the first ``ceil(i / (factor *
     #: share))`` fused places, ``share`` being its part of the fusion weights in use
     #: (``retrieval.fusion.keep_anchor_order``); 0 lets fusion move it anywhere.
-    fusion_vector_share_factor: float = Field(default=0.75, ge=0.0)
+    fusion_vector_share_factor: float = Field(default=0.9, ge=0.0)
     # Temporal
     #: Weight of the recency boost (0 turns it off).
     temporal_recency_weight: float = 0.35

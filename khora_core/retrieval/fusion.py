@@ -355,7 +355,7 @@ class FusionPolicy:
     anchor_channel: str = "vector"
     anchor_min_score: float = 0.4
     anchor_margin: float = 0.05
-    anchor_share_factor: float = 0.75
+    anchor_share_factor: float = 0.9
 
 
 @dataclass
