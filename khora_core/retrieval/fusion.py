@@ -31,9 +31,10 @@ the right chunk at rank 1. Four rules, each with its own reason, stop that:
    (``keep_anchor_order``): under RRF any chunk that two channels list outranks every chunk
    that one lists, so a graph channel that nominates fifteen chunks the vector channel also
    found at ranks 20-50 can push the vector channel's rank-2 hit out of the first ten. With
-   the vector channel holding a share ``s`` of the weights actually used (after rule 2), its
-   rank-``i`` hit stays within the first ``ceil(i / s)`` places: the other channels may
-   interleave their finds, in proportion to their weight, but not bury its best hits.
+   ``s`` the vector channel's part of the weights actually used (after rule 2) times
+   ``FusionPolicy.anchor_share_factor``, its rank-``i`` hit stays within the first
+   ``ceil(i / s)`` places: the other channels may interleave their finds, in proportion to
+   their weight, but not bury its best hits.
 
 Together these make HYBRID rank the right chunk first on single-hop lookups at least as
 often as VECTOR alone, while multi-hop questions still get the graph's extra candidates.
