@@ -168,8 +168,8 @@ class Chunk(_SystemFields):
     is_core: bool = False
     #: What is searched with the chunk without being part of it: the ``context`` given to
     #: ``remember`` (keyword search only), then its document's title and, in Markdown, the
-    #: heading path above it (``IngestConfig.chunk_context``; these are also embedded). Set
-    #: on the write path; reads do not return it.
+    #: heading path above it (``IngestConfig.chunk_context``; these are also embedded). Reads
+    #: return it; chunks that PostgreSQL stored before schema 7 read back ``None``.
     context: str | None = None
 
     @property

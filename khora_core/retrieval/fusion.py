@@ -20,7 +20,7 @@ the right chunk at rank 1. Four rules, each with its own reason, stop that:
    embedding, 0 with no entry entity), each entry entity's score first scaled by how
    specific it is to the namespace (``entity_specificity``: a name in half the chunks,
    such as a chat's speaker, picks out almost nothing); keyword weight by the share of the
-   question's content words its top hit contains (``keyword_quality``). A weakly anchored
+   question's content words its top hit contains, context included (``keyword_quality``). A weakly anchored
    channel still contributes, at its evidence's strength.
 3. **A confident vector top hit stays first** (``confident_top``): RRF throws away score
    magnitudes. When the top raw cosine clears ``anchor_min_score`` and beats the runner-up
@@ -211,7 +211,11 @@ def query_terms(text: str) -> list[str]:
 
 
 def keyword_quality(query: str, top_text: str | None) -> float:
-    """Share of the question's content words (lightly stemmed) in the keyword channel's top hit."""
+    """Share of the question's content words (lightly stemmed) in the keyword channel's top hit.
+
+    ``top_text`` is the text BM25 searched (``Chunk.search_text``: the chunk's context, then
+    its content), so a hit found through its context counts the words it was found by.
+    """
     terms = query_terms(query)
     if not terms or not top_text:
         return 0.0

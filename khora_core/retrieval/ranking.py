@@ -133,7 +133,7 @@ def fuse_and_boost(
             float(results["graph"].info.get("quality", 0.0)), decision, vc
         )
     if lists.get("keyword"):
-        quality["keyword"] = fusion.keyword_quality(query, cands[lists["keyword"][0][0]].chunk.content)
+        quality["keyword"] = fusion.keyword_quality(query, cands[lists["keyword"][0][0]].chunk.search_text)
     policy = fusion.FusionPolicy(
         k=vc.fusion_rrf_k,
         normalized=vc.fusion_normalized,

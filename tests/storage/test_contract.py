@@ -911,6 +911,8 @@ async def test_a_title_is_searched_with_its_chunks(
             assert bool(res.chunks) is chunk_context
             if chunk_context:
                 assert res.chunks[0].content == "It ships in May with two new sensors."
+                (stored,) = await kb._stack.documents.get_chunks(ns, [res.chunks[0].id])
+                assert "Quokkabot" in (stored.context or "")
             vec = await kb.recall("When does the Quokkabot ship?", namespace=ns, mode=SearchMode.VECTOR)
             top = vec.chunks[0].vector_similarity
             plain = float(
@@ -929,8 +931,9 @@ async def test_a_title_is_searched_with_its_chunks(
 
 
 async def test_a_callers_context_is_searched_by_keyword_alone(kb: Khora, namespace: str, embedder) -> None:
-    """``remember(text, context=...)``: the context finds the chunk by keyword, is not part
-    of what is returned, and does not move the chunk's vector."""
+    """``remember(text, context=...)``: the context finds the chunk by keyword, is stored
+    beside the content (not in it), counts as the words the hit was found by when fusion
+    weighs the keyword channel, and does not move the chunk's vector."""
     reply = "Sure, I can give it to you tomorrow."
     asked = "Can you send me the lasagne recipe?"
     await kb.remember(reply, namespace=namespace, context=asked)
@@ -938,6 +941,10 @@ async def test_a_callers_context_is_searched_by_keyword_alone(kb: Khora, namespa
     res = await kb.recall("lasagne recipe", namespace=namespace, mode=SearchMode.KEYWORD)
     assert [c.content for c in res.chunks] == [reply]
     assert all("lasagne" not in c.content for c in res.chunks)
+    stored = await kb._stack.documents.get_chunks(namespace, [res.chunks[0].id])
+    assert [c.context for c in stored] == [asked]  # kept beside the content
+    fused = await kb.recall("lasagne recipe", namespace=namespace, mode=SearchMode.ALL)
+    assert fused.engine_info["fusion"]["quality"]["keyword"] == pytest.approx(1.0)
     assert [d.content for d in res.documents] == [reply]
     vec = await kb.recall("lasagne recipe", namespace=namespace, mode=SearchMode.VECTOR)
     hit = next(c for c in vec.chunks if c.content == reply)

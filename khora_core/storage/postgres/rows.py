@@ -49,6 +49,7 @@ CHUNK_COLUMNS = ", ".join(
         *_SYSTEM,
         "metadata",
         "tags",
+        "context",
     )
 )
 DOCUMENT_COLUMNS = ", ".join(
@@ -71,6 +72,7 @@ _CHUNK_INSERT_COLS = (
     *_SYSTEM,
     "metadata",
     "tags",
+    "context",
 )
 _DOC_INSERT_COLS = ("namespace_id", "id", "content", "content_hash", *_SYSTEM, "metadata", "tags")
 
@@ -170,6 +172,7 @@ def chunk_from_row(row: asyncpg.Record) -> Chunk:
         embedding=_embedding(row["embedding"]),
         needs_extraction=row["needs_extraction"],
         is_core=row["is_core"],
+        context=row["context"],
         **_system(row),
     )
 
@@ -214,6 +217,7 @@ def chunk_insert_args(namespace_id: str, chunk: Chunk, term_count: int) -> tuple
         chunk.needs_extraction,
         chunk.is_core,
         *_system_args(chunk),
+        chunk.context,
     )
 
 

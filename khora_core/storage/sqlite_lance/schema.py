@@ -116,7 +116,9 @@ CREATE TABLE IF NOT EXISTS lance_journal (
 #: ``SELECT`` list for a chunk row read through alias ``c``.
 CHUNK_SELECT = (
     "c.id, c.namespace_id, c.document_id, c.chunk_index, c.content, c.start_char, c.end_char, "
-    "c.token_count, c.needs_extraction, c.is_core, " + ", ".join(f"c.{col}" for col in SYSTEM_COLUMNS)
+    "c.token_count, c.needs_extraction, c.is_core, "
+    + ", ".join(f"c.{col}" for col in SYSTEM_COLUMNS)
+    + ", c.context"
 )
 DOCUMENT_SELECT = "d.id, d.namespace_id, d.content, d.content_hash, " + ", ".join(
     f"d.{col}" for col in SYSTEM_COLUMNS
@@ -318,6 +320,7 @@ def chunk_from_row(row: tuple[Any, ...]) -> Chunk:
             "needs_extraction": bool(row[8]),
             "is_core": bool(row[9]),
             "embedding": None,
+            "context": row[22],
             **_system(row, 10),
         }
     )
