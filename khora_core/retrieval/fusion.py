@@ -20,8 +20,8 @@ the right chunk at rank 1. Four rules, each with its own reason, stop that:
    embedding, 0 with no entry entity), each entry entity's score first scaled by how
    specific it is to the namespace (``entity_specificity``: a name in half the chunks,
    such as a chat's speaker, picks out almost nothing); keyword weight by the share of the
-   question's content words its top hit contains, context included (``keyword_quality``). A weakly anchored
-   channel still contributes, at its evidence's strength.
+   question's content words its top hit contains, context included (``keyword_quality``).
+   A weakly anchored channel still contributes, at its evidence's strength.
 3. **A confident vector top hit stays first** (``confident_top``): RRF throws away score
    magnitudes. When the top raw cosine clears ``anchor_min_score`` and beats the runner-up
    by ``anchor_margin``, the vector channel is sure, and fusion may reorder everything below
