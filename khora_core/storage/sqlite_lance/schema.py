@@ -320,7 +320,7 @@ def chunk_from_row(row: tuple[Any, ...]) -> Chunk:
             "needs_extraction": bool(row[8]),
             "is_core": bool(row[9]),
             "embedding": None,
-            "context": row[22],
+            "context": row[10 + len(SYSTEM_COLUMNS)],  # after the system columns
             **_system(row, 10),
         }
     )
