@@ -2,7 +2,7 @@
 
     python -m benchmarks.latency [--stack all|sqlite_lance|postgres] [--corpus all] [--limit N]
                                  [--max-questions N] [--no-pgvector] [--warmup N] [--no-gc-freeze]
-    python -m benchmarks.latency --fresh [--no-settle] [--warm-up-recalls 300] [--limit 3000]
+    python -m benchmarks.latency --fresh [--no-settle] [--passes 3] [--warm-up-recalls 2000] [--limit 3000]
                                  [--max-questions 100]
 
 Every development corpus (multi-hop passages and LoCoMo turns, about 11,800 passages) is
@@ -33,13 +33,14 @@ HNSW at p50 and p95. Targets for recall (p95): 40 ms SIMPLE, 80 ms MODERATE, 150
 ``--fresh`` starts its own new PostgreSQL and Neo4j (``tools.services``), remembers
 ``--limit`` passages (3,000 of hotpotqa + musique by default) into the embedded store and
 then the servers, and from the first second after the load times three consecutive passes
-of ``--max-questions`` questions (100) in VECTOR, HYBRID and ALL, the two stacks interleaved
-question by question. It reports p50 / p95 / p99 per pass, mode and stack, the targets
-(every pass's p95 within 1.5x the embedded store's, passes within 20%), the servers' CPU
-and autovacuum runs per pass, and stage medians. After the load each stack is settled and
-warmed up as a service would before taking traffic (``Khora.settle(namespace=...)``: on
+(``--passes``) of ``--max-questions`` questions (100) in VECTOR, HYBRID and ALL, the two
+stacks interleaved question by question. It reports p50 / p95 / p99 per pass, mode and stack, the targets
+(every pass's p95 within 1.5x the embedded store's, passes within 20%), the servers' CPU,
+Neo4j's JIT compile time and autovacuum runs per pass, and stage medians. After the load
+each stack is settled and warmed up as a service would before taking traffic (``Khora.settle(namespace=...)``: on
 PostgreSQL + Neo4j, VACUUM (ANALYZE), Neo4j's indexes and plans; then, on both stacks,
-``--warm-up-recalls`` recalls cut from the namespace's documents, Khora's default 300) unless
+recalls cut from the namespace's documents: Khora's default of 300, then on while Neo4j's JVM
+still compiles, up to 2,000 and 90 s; ``--warm-up-recalls`` sets the most) unless
 ``--no-settle``.
 """
 
@@ -474,7 +475,7 @@ async def fresh_async(args: argparse.Namespace) -> None:
     qs = pool[: args.max_questions or 100]
     print(
         f"{len(items)} passages from {', '.join(names)}; {len(qs)} questions x {len(FRESH_MODES)} modes "
-        f"x {FRESH_PASSES} passes per stack; settle and warm up after the load: {not args.no_settle}"
+        f"x {args.passes} passes per stack; settle and warm up after the load: {not args.no_settle}"
     )
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     state = Path(tempfile.mkdtemp(prefix="khora-fresh-"))
@@ -522,9 +523,10 @@ async def fresh_async(args: argparse.Namespace) -> None:
         loaded = time.perf_counter()
         passes: list[dict[str, Any]] = []
         with FullCollections(freeze=not args.no_gc_freeze):
-            for number in range(1, FRESH_PASSES + 1):
+            for number in range(1, args.passes + 1):
                 record: dict[str, Any] = {"pass": number, "start_s": time.perf_counter() - loaded}
                 cpu0, av0, own0 = cpu.read(), await _autovacuum_runs(pg), time.process_time()
+                jit0 = await pg.engine.stack.compile_ms()
                 lat: dict[tuple[str, str], list[tuple[float, dict[str, float]]]] = defaultdict(list)
                 for mode in FRESH_MODES:
                     for i, q in enumerate(qs):
@@ -535,11 +537,13 @@ async def fresh_async(args: argparse.Namespace) -> None:
                             ms = (time.perf_counter() - t1) * 1000
                             lat[(mode.value, name)].append((ms, dict(res.engine_info.get("timings", {}))))
                 cpu1, av1 = cpu.read(), await _autovacuum_runs(pg)
+                jit1 = await pg.engine.stack.compile_ms()
                 record.update(
                     end_s=time.perf_counter() - loaded,
                     lat=lat,
                     cpu={k: cpu1[k] - cpu0[k] for k in cpu1},
                     python_cpu=time.process_time() - own0,
+                    jit=None if jit0 is None or jit1 is None else (jit1 - jit0) / 1000.0,
                     autovacuum=av1[0] - av0[0],
                     autoanalyze=av1[1] - av0[1],
                 )
@@ -611,13 +615,15 @@ def _report_fresh(passes: list[dict[str, Any]]) -> None:
         verdict,
     )
     print_table(
-        "What ran meanwhile, per pass (CPU-seconds; autovacuum/autoanalyze: runs on Khora's tables)",
+        "What ran meanwhile, per pass (CPU-seconds; Neo4j JIT: its JVM's compile time, within its CPU; "
+        "autovacuum/autoanalyze: runs on Khora's tables)",
         [
             "pass",
             "from s",
             "to s",
             "PostgreSQL CPU s",
             "Neo4j CPU s",
+            "Neo4j JIT s",
             "benchmark CPU s",
             "autovacuum",
             "autoanalyze",
@@ -629,6 +635,7 @@ def _report_fresh(passes: list[dict[str, Any]]) -> None:
                 round(r["end_s"], 1),
                 round(r["cpu"]["postgres"], 1),
                 round(r["cpu"]["neo4j"], 1),
+                "n/a" if r["jit"] is None else round(r["jit"], 1),
                 round(r["python_cpu"], 1),
                 r["autovacuum"],
                 r["autoanalyze"],
@@ -669,10 +676,17 @@ def main() -> None:
         "--no-settle", action="store_true", help="with --fresh: no settle and warm-up after the load"
     )
     parser.add_argument(
+        "--passes",
+        type=int,
+        default=FRESH_PASSES,
+        help=f"with --fresh: consecutive passes per mode ({FRESH_PASSES}; more show how long the servers' "
+        "background work lasts)",
+    )
+    parser.add_argument(
         "--warm-up-recalls",
         type=int,
         default=None,
-        help="with --fresh: recalls of the warm-up after the load (Khora's default, 300, unless given)",
+        help="with --fresh: the most recalls of the warm-up after the load (Khora's default, 2,000, unless given)",
     )
     parser.add_argument(
         "--vectorstore-warmup",

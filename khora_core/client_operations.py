@@ -37,17 +37,26 @@ class ServerOperations:
         Nothing to do on the embedded store. Affects every namespace on those servers.
 
         Given ``namespace``, it then warms the read path before traffic comes, on every
-        stack: up to 300 recalls, for 30 seconds at most
-        (``engine_kwargs={"warm_up_recalls": N}``; 0 turns it off), whose questions are cut
-        from that namespace's documents, so that Neo4j plans its statements and compiles its
-        read paths, and the embedded store loads its vectors, on them rather than on the
-        first users' questions. The warm-up never calls an LLM and discards its results.
+        stack: 300 recalls whose questions are cut from that namespace's documents, so that
+        Neo4j plans its statements and compiles its read paths, and the embedded store loads
+        its vectors, on them rather than on the first users' questions. On PostgreSQL +
+        Neo4j it goes on while Neo4j's JVM still spends 5% or more of the time compiling
+        (over the last 300 recalls), up to 3,000 recalls and 120 seconds in all
+        (``engine_kwargs={"warm_up_recalls": N}`` sets the most; 0 turns it off): on 2 cores
+        that took one to two minutes after a bulk load, and recall traffic without it paid
+        for the same compiling over its first two to three minutes. The warm-up never calls an LLM and discards its results.
         Call it once a service has loaded its data (or has just started) and before it takes
         traffic.
 
         Returns:
-            Seconds per step (none on the embedded store), with ``warm_up_recalls`` and
-            ``warm_up_s`` when it warmed up.
+            Seconds per step (none on the embedded store) and, when it warmed up,
+            ``warm_up_recalls``, ``warm_up_s`` and ``warm_up_stop`` (why it stopped:
+            ``"servers_settled"``, ``"no_compile_reading"`` (a stack whose servers do not
+            say), ``"recalls"``, ``"time"`` or ``"no_documents"``); on PostgreSQL + Neo4j
+            also ``warm_up_compile_s`` (Neo4j's JIT time meanwhile) and
+            ``warm_up_last_compile_share`` (its share of the last 300 recalls' time; 0.05 or
+            more after a ``"time"`` stop: the JVM is still compiling, and recall is not yet
+            at its steady speed; ``unsettled()`` names it while it lasts).
 
         Raises:
             NamespaceNotFoundError: ``namespace`` does not exist.
@@ -68,7 +77,9 @@ class ServerOperations:
         return await self.engine.repair(namespace)
 
     async def unsettled(self) -> list[str]:
-        """What the storage servers still have to do after recent writes before recall
-        latency is steady (tables autovacuum would analyze, Neo4j indexes still
-        populating), one line each; empty when there is nothing (always, embedded)."""
+        """What the storage servers still have to do before recall latency is steady, one
+        line each: after recent writes, tables autovacuum would analyze and Neo4j indexes
+        still populating; after a start or a bulk load, Neo4j's JVM still compiling (10% of
+        the time or more since the previous call, or since the server started). Empty when
+        there is nothing (always, embedded). A readiness probe can serve on it."""
         return list(await self.engine.unsettled())

@@ -152,9 +152,8 @@ class KhoraSync:
         return run_sync(self.aio.repair(namespace=namespace))
 
     def unsettled(self) -> list[str]:
-        """What the storage servers still have to do after recent writes before recall
-        latency is steady (tables autovacuum would analyze, Neo4j indexes still
-        populating), one line each; empty when there is nothing (always, embedded)."""
+        """What the storage servers still have to do before recall latency is steady, one
+        line each (``Khora.unsettled``); empty when there is nothing (always, embedded)."""
         return run_sync(self.aio.unsettled())
 
     @namespace_alias

@@ -30,18 +30,27 @@ def _items(n: int) -> list[dict[str, Any]]:
     ]
 
 
+_COMPILING = "Neo4j: its JVM spent "
+
+
+async def _writes_unsettled(kb: Khora) -> list[str]:
+    """What ``kb.unsettled()`` names that writes left (not Neo4j's JVM compiling, which
+    depends on what the server ran before this test)."""
+    return [line for line in await kb.unsettled() if not line.startswith(_COMPILING)]
+
+
 async def _left_unsettled(kb: Khora) -> list[str]:
-    """``kb.unsettled()`` once the batch's own statistics are in. A PostgreSQL backend
+    """What writes left unsettled (``_writes_unsettled``) once the batch's own statistics are in. A PostgreSQL backend
     reports a transaction's row counts when it next goes idle, up to 10 s later if it
     reported within the last second (``PGSTAT_IDLE_INTERVAL``), so the counts of a batch's
     last writes can land after settle's ANALYZE and name a table again; each such table is
     settled again, for at most 15 s. A settle that analyzes nothing never empties the list."""
-    left = await kb.unsettled()
+    left = await _writes_unsettled(kb)
     deadline = time.monotonic() + 15
     while left and time.monotonic() < deadline:
         await asyncio.sleep(1)
         await kb.settle()
-        left = await kb.unsettled()
+        left = await _writes_unsettled(kb)
     return left
 
 
@@ -115,14 +124,47 @@ async def test_settle_with_a_namespace_warms_its_read_path(
             finally:
                 del vectors.search
             steps = _STEPS if stack_name == "postgres" else set()
-            assert set(report) == steps | {"warm_up_recalls", "warm_up_s"}, report
-            assert report["warm_up_recalls"] == 7
+            warm = {"warm_up_recalls", "warm_up_s", "warm_up_stop"}
+            if stack_name == "postgres":  # Neo4j says how long its JVM compiled meanwhile
+                warm |= {"warm_up_compile_s", "warm_up_last_compile_share"}
+            assert set(report) == steps | warm, report
+            assert report["warm_up_recalls"] == 7 and report["warm_up_stop"] == "recalls"
+            if stack_name == "postgres":
+                assert report["warm_up_compile_s"] >= 0
+                assert report["warm_up_last_compile_share"] is None  # 7 recalls: no whole round
             assert searched and set(searched) == {ns}  # it recalled, in that namespace only
             assert await kb.stats(ns) == before  # a warm-up reads, never writes
             with pytest.raises(NamespaceNotFoundError):
                 await kb.settle(namespace=f"missing-{uuid.uuid4().hex[:8]}")
         finally:
             await kb.delete_namespace(ns)
+
+
+@pytest.mark.parametrize("stack_name", ["postgres"], indirect=True)
+async def test_the_jvm_compile_share_is_read_since_start_then_since_the_last_call(
+    config: KhoraConfig, embedder: Any
+) -> None:
+    async with Khora(config=config, embedder=embedder, engine_kwargs={"settle_after_chunks": 0}) as kb:
+        stack = kb.engine.stack
+        since_start = await stack.compile_share()
+        assert since_start is not None
+        share, window_s = since_start
+        assert 0 < share < 1 and window_s > 1  # the server has compiled, and has run a while
+        await asyncio.sleep(1.1)
+        later = await stack.compile_share()
+        assert later is not None
+        assert 0 <= later[0] < 1 and 1.0 <= later[1] < window_s  # since the first call
+        compiling = [line for line in await kb.unsettled() if line.startswith(_COMPILING)]
+        assert len(compiling) <= 1
+
+
+def test_unsettled_names_the_jvm_from_a_tenth_of_the_time_compiling() -> None:
+    from khora_core.storage.postgres.stack import COMPILING_SHARE, compiling_line
+
+    assert compiling_line(COMPILING_SHARE * 0.99, 30.0) is None
+    line = compiling_line(0.234, 12.4)
+    assert line is not None and line.startswith(_COMPILING)
+    assert "23% of the last 12 s" in line
 
 
 def test_sync_twin(tmp_path: Any, embedder: Any) -> None:
@@ -134,6 +176,8 @@ def test_sync_twin(tmp_path: Any, embedder: Any) -> None:
         kb.remember("Marie Curie worked in Paris.", namespace=ns)
         report = kb.settle(namespace=ns)
         assert report["warm_up_recalls"] == 4 and report["warm_up_s"] >= 0
+        assert report["warm_up_stop"] == "recalls"
+        assert "warm_up_compile_s" not in report  # the embedded store compiles nothing
         assert kb.unsettled() == []
 
 

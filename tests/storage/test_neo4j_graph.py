@@ -871,3 +871,16 @@ def test_first_k_sizes_the_index_search_by_the_namespace_share() -> None:
     assert first_k(25, 52_000, 600) is None  # 8,667 > _MAX_VECTOR_K: scan exactly
     assert math.ceil(100 * 52_000 / 600) > _MAX_VECTOR_K
     assert first_k(10, 10**6, _COUNT_CAP) == 50  # a large namespace: the base k, then grow
+
+
+async def test_the_jvm_says_how_long_it_has_compiled(neo4j_driver: Any) -> None:
+    from khora_core.storage.neo4j.settle import compilation_ms
+
+    first = await compilation_ms(neo4j_driver, database="neo4j")
+    assert first is not None and first > 0  # a server that has answered queries has compiled
+    for _ in range(20):  # work that the JIT may compile meanwhile
+        await neo4j_driver.execute_query(
+            "UNWIND range(1, 2000) AS i RETURN sum(i * i) AS s", database_="neo4j"
+        )
+    later = await compilation_ms(neo4j_driver, database="neo4j")
+    assert later is not None and later >= first  # a running total

@@ -12,7 +12,8 @@ Layout of ``STATE_DIR``: ``home/`` (Neo4j's data, transaction logs and logs),
 ``neo4j.pid``, ``khora.json`` (port and password, mode 0600) and ``neo4j.log`` (the
 launcher's output). Heap and page cache default to 1g / 512m; override them with
 ``KHORA_NEO4J_HEAP`` and ``KHORA_NEO4J_PAGECACHE``. The heap is reserved whole at start
-(``-Xms`` = ``-Xmx``). Give the page cache at least the size of the store files
+(``-Xms`` = ``-Xmx``). ``KHORA_NEO4J_JAVA_OPTS`` adds JVM options (split on whitespace),
+e.g. ``-XX:TieredStopAtLevel=1`` to compare compilers (``docs/operations.md``). Give the page cache at least the size of the store files
 (``home/data/databases/neo4j``), so that reads after a bulk load do not go to disk. A start waits up to 120 s for Bolt
 (``KHORA_NEO4J_START_TIMEOUT``); it takes 15-40 s on two busy cores.
 
@@ -208,6 +209,7 @@ def _launch(state_dir: Path, port: int, password: str, parent_pid: int | None) -
         "-Djdk.nio.maxCachedBufferSize=1024",
         "-Dio.netty.tryReflectionSetAccessible=true",
         "-Dlog4j2.disable.jmx=true",
+        *os.environ.get("KHORA_NEO4J_JAVA_OPTS", "").split(),
         "-jar",
         str(jar_path()),
         "--home",

@@ -37,8 +37,9 @@ class VectorCypherEngine:
             otherwise the offline extractor.
         settle_after_chunks: a ``remember_batch`` storing at least this many new chunks
             ends with ``settle()``; 0 never settles on its own.
-        warm_up_recalls: recalls that ``settle(namespace_id)`` runs to warm the read path
-            (``warm_up.py``); 0 turns the warm-up off.
+        warm_up_recalls: the most recalls that ``settle(namespace_id)`` runs to warm the
+            read path (``warm_up.py``: 300, then more while Neo4j's JVM is still compiling, up to 120 s);
+            0 turns the warm-up off.
     """
 
     name = "vectorcypher"
@@ -128,8 +129,9 @@ class VectorCypherEngine:
             return await repair_namespace(self.stack, self.ingest, namespace_id)
 
     async def unsettled(self) -> list[str]:
-        """Background work the stack's servers still have from recent writes; empty when
-        reads should be steady (always, on a stack without servers)."""
+        """Background work the stack's servers still have (from recent writes, or a JVM
+        still compiling); empty when reads should be steady (always, on a stack without
+        servers)."""
         unsettled = getattr(self.stack, "unsettled", None)
         return list(await unsettled()) if unsettled is not None else []
 

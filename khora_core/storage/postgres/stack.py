@@ -28,6 +28,7 @@ them, so a bulk load in small transactions leaves those searches slower
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,13 +42,26 @@ if TYPE_CHECKING:
     from khora_core.storage.neo4j import Neo4jGraphStore
     from khora_core.storage.postgres.documents import PostgresDocumentStore
 
-__all__ = ["GRAPH_WRITE_ROWS", "PostgresNeo4jStack", "graph_slices"]
+__all__ = ["COMPILING_SHARE", "GRAPH_WRITE_ROWS", "PostgresNeo4jStack", "compiling_line", "graph_slices"]
 
 
 #: Graph rows (chunks, entities, mentions, relationships) per Neo4j transaction in
 #: ``write_many``: bounds a transaction's memory on the server while keeping a bulk load to
 #: few transactions (module doc).
 GRAPH_WRITE_ROWS = 20_000
+#: Neo4j's JVM compiling for at least this share of the time is work ``unsettled`` names.
+COMPILING_SHARE = 0.10
+
+
+def compiling_line(share: float, window_s: float) -> str | None:
+    """``unsettled``'s line for Neo4j's JVM compiling ``share`` of the last ``window_s``
+    seconds; None below :data:`COMPILING_SHARE`."""
+    if share < COMPILING_SHARE:
+        return None
+    return (
+        f"Neo4j: its JVM spent {share:.0%} of the last {window_s:,.0f} s compiling (recall is "
+        "slower until it is done; traffic, or settle(namespace=...)'s warm-up, finishes it)"
+    )
 
 
 def graph_slices(
@@ -135,6 +149,8 @@ class PostgresNeo4jStack:
         self.config = config
         self.dim = dim
         self._driver: Any = None
+        #: The last two (monotonic time, JVM compile ms) readings, for ``compile_share``.
+        self._compile_readings: list[tuple[float, float]] = []
 
     async def open(self) -> None:
         from khora_core.storage.neo4j import Neo4jGraphStore, open_driver
@@ -247,9 +263,43 @@ class PostgresNeo4jStack:
         )
         return report
 
+    async def _jvm_reading(self) -> tuple[float, float, float] | None:
+        """(monotonic time, Neo4j JVM compile ms, JVM uptime ms), kept as the latest reading."""
+        from khora_core.storage.neo4j.settle import jvm_compilation
+
+        reading = await jvm_compilation(self._driver, database=self.config.neo4j_database)
+        if reading is None:
+            return None
+        now = time.monotonic()
+        self._compile_readings = [*self._compile_readings, (now, reading[0])][-2:]
+        return now, reading[0], reading[1]
+
+    async def compile_ms(self) -> float | None:
+        """Milliseconds Neo4j's JVM has spent compiling since it started; None when it does
+        not say (``neo4j/settle.py: jvm_compilation``). Khora's PostgreSQL sessions run with
+        PostgreSQL's JIT off, so it has nothing to count."""
+        reading = await self._jvm_reading()
+        return None if reading is None else reading[1]
+
+    async def compile_share(self) -> tuple[float, float] | None:
+        """(share of the time Neo4j's JVM spent compiling, over how many seconds): since this
+        stack's previous reading when that is at least a second old, else since the JVM
+        started. None when Neo4j does not say."""
+        before = time.monotonic()
+        previous = next((r for r in reversed(self._compile_readings) if before - r[0] >= 1.0), None)
+        reading = await self._jvm_reading()
+        if reading is None:
+            return None
+        now, ms, uptime_ms = reading
+        if previous is None:
+            return ms / max(uptime_ms, 1.0), uptime_ms / 1000.0
+        return (ms - previous[1]) / max((now - previous[0]) * 1000.0, 1.0), now - previous[0]
+
     async def unsettled(self) -> list[str]:
-        """Background work the servers still have from recent writes (tables autovacuum
-        would analyze, Neo4j indexes not online); empty when reads should be steady."""
+        """Work the servers still have before recall is at its steady speed: tables autovacuum
+        would analyze and Neo4j indexes not online (left by recent writes), and Neo4j's JVM
+        still compiling (a tenth of the time or more since the previous call, or since it
+        started: minutes of traffic after a start or a bulk load). Empty when there is none."""
         from khora_core.storage.neo4j.settle import pending_indexes
         from khora_core.storage.postgres.settle import unanalyzed_tables
 
@@ -258,7 +308,9 @@ class PostgresNeo4jStack:
             f"Neo4j index {i}"
             for i in await pending_indexes(self._driver, database=self.config.neo4j_database)
         ]
-        return pending
+        share = await self.compile_share()
+        line = None if share is None else compiling_line(*share)
+        return pending + ([line] if line is not None else [])
 
     async def stats(self, namespace_id: str) -> NamespaceStats:
         return NamespaceStats(
