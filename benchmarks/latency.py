@@ -2,7 +2,7 @@
 
     python -m benchmarks.latency [--stack all|sqlite_lance|postgres] [--corpus all] [--limit N]
                                  [--max-questions N] [--no-pgvector] [--warmup N] [--no-gc-freeze]
-    python -m benchmarks.latency --fresh [--no-settle] [--passes 3] [--warm-up-recalls 2000] [--limit 3000]
+    python -m benchmarks.latency --fresh [--no-settle] [--passes 3] [--warm-up-recalls 3000] [--limit 3000]
                                  [--max-questions 100]
 
 Every development corpus (multi-hop passages and LoCoMo turns, about 11,800 passages) is
@@ -34,14 +34,14 @@ HNSW at p50 and p95. Targets for recall (p95): 40 ms SIMPLE, 80 ms MODERATE, 150
 ``--limit`` passages (3,000 of hotpotqa + musique by default) into the embedded store and
 then the servers, and from the first second after the load times three consecutive passes
 (``--passes``) of ``--max-questions`` questions (100) in VECTOR, HYBRID and ALL, the two
-stacks interleaved question by question. It reports p50 / p95 / p99 per pass, mode and stack, the targets
-(every pass's p95 within 1.5x the embedded store's, passes within 20%), the servers' CPU,
-Neo4j's JIT compile time and autovacuum runs per pass, and stage medians. After the load
-each stack is settled and warmed up as a service would before taking traffic (``Khora.settle(namespace=...)``: on
-PostgreSQL + Neo4j, VACUUM (ANALYZE), Neo4j's indexes and plans; then, on both stacks,
-recalls cut from the namespace's documents: Khora's default of 300, then on while Neo4j's JVM
-still compiles, up to 2,000 and 90 s; ``--warm-up-recalls`` sets the most) unless
-``--no-settle``.
+stacks interleaved question by question. It reports p50 / p95 / p99 per pass, mode and
+stack, the targets (every pass's p95 within 1.5x the embedded store's, passes within 20%),
+the servers' CPU, Neo4j's JIT compile time and autovacuum runs per pass, and stage medians.
+After the load each stack is settled and warmed up as a service would before taking traffic
+(``Khora.settle(namespace=...)``: on PostgreSQL + Neo4j, VACUUM (ANALYZE), Neo4j's indexes
+and plans; then, on both stacks, recalls cut from the namespace's documents: Khora's default
+of 300, then on while Neo4j's JVM still compiles, up to 3,000 and 120 s;
+``--warm-up-recalls`` sets the most) unless ``--no-settle``.
 """
 
 from __future__ import annotations
@@ -686,7 +686,7 @@ def main() -> None:
         "--warm-up-recalls",
         type=int,
         default=None,
-        help="with --fresh: the most recalls of the warm-up after the load (Khora's default, 2,000, unless given)",
+        help="with --fresh: the most recalls of the warm-up after the load (Khora's default, 3,000, unless given)",
     )
     parser.add_argument(
         "--vectorstore-warmup",

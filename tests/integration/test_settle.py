@@ -154,6 +154,11 @@ async def test_the_jvm_compile_share_is_read_since_start_then_since_the_last_cal
         later = await stack.compile_share()
         assert later is not None
         assert 0 <= later[0] < 1 and 1.0 <= later[1] < window_s  # since the first call
+        await asyncio.sleep(1.1)
+        for _ in range(3):  # a burst of readings, as a warm-up's last round and its report make
+            assert await stack.compile_ms() is not None
+        after_burst = await stack.compile_share()
+        assert after_burst is not None and 1.0 <= after_burst[1] < 5.0  # since `later`, not the start
         compiling = [line for line in await kb.unsettled() if line.startswith(_COMPILING)]
         assert len(compiling) <= 1
 

@@ -51,6 +51,7 @@ __all__ = ["COMPILING_SHARE", "GRAPH_WRITE_ROWS", "PostgresNeo4jStack", "compili
 GRAPH_WRITE_ROWS = 20_000
 #: Neo4j's JVM compiling for at least this share of the time is work ``unsettled`` names.
 COMPILING_SHARE = 0.10
+_READINGS_KEPT = 16
 
 
 def compiling_line(share: float, window_s: float) -> str | None:
@@ -149,7 +150,8 @@ class PostgresNeo4jStack:
         self.config = config
         self.dim = dim
         self._driver: Any = None
-        #: The last two (monotonic time, JVM compile ms) readings, for ``compile_share``.
+        #: The latest (monotonic time, JVM compile ms) readings, for ``compile_share``: enough
+        #: that one is a second old after a burst of readings (a warm-up's last round).
         self._compile_readings: list[tuple[float, float]] = []
 
     async def open(self) -> None:
@@ -271,7 +273,7 @@ class PostgresNeo4jStack:
         if reading is None:
             return None
         now = time.monotonic()
-        self._compile_readings = [*self._compile_readings, (now, reading[0])][-2:]
+        self._compile_readings = [*self._compile_readings, (now, reading[0])][-_READINGS_KEPT:]
         return now, reading[0], reading[1]
 
     async def compile_ms(self) -> float | None:
