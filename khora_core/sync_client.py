@@ -153,7 +153,12 @@ class KhoraSync:
 
     def unsettled(self) -> list[str]:
         """What the storage servers still have to do before recall latency is steady, one
-        line each (``Khora.unsettled``); empty when there is nothing (always, embedded)."""
+        line each: after recent writes, tables autovacuum would analyze and Neo4j indexes
+        still populating; after a start or a bulk load, Neo4j's JVM still compiling (10% of
+        the time or more since the previous call, or since the server started). Empty when
+        there is nothing (always, embedded). A readiness probe can serve on it.
+
+        Blocking form of ``Khora.unsettled``."""
         return run_sync(self.aio.unsettled())
 
     @namespace_alias
