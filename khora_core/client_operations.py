@@ -44,9 +44,9 @@ class ServerOperations:
         (over the last 300 recalls), up to 3,000 recalls and 120 seconds in all
         (``engine_kwargs={"warm_up_recalls": N}`` sets the most; 0 turns it off): on 2 cores
         that took one to two minutes after a bulk load, and recall traffic without it paid
-        for the same compiling over its first two to three minutes. The warm-up never calls an LLM and discards its results.
-        Call it once a service has loaded its data (or has just started) and before it takes
-        traffic.
+        for the same compiling over its first two to three minutes. The warm-up never calls
+        an LLM and discards its results. Call it once a service has loaded its data (or has
+        just started) and before it takes traffic.
 
         Returns:
             Seconds per step (none on the embedded store) and, when it warmed up,

@@ -38,8 +38,8 @@ class VectorCypherEngine:
         settle_after_chunks: a ``remember_batch`` storing at least this many new chunks
             ends with ``settle()``; 0 never settles on its own.
         warm_up_recalls: the most recalls that ``settle(namespace_id)`` runs to warm the
-            read path (``warm_up.py``: 300, then more while Neo4j's JVM is still compiling, up to 120 s);
-            0 turns the warm-up off.
+            read path (``warm_up.py``: 300, then more while Neo4j's JVM is still compiling,
+            for 120 s at most); 0 turns the warm-up off.
     """
 
     name = "vectorcypher"
