@@ -30,7 +30,7 @@ def _items(n: int) -> list[dict[str, Any]]:
     ]
 
 
-_COMPILING = "Neo4j: its JVM spent "
+_COMPILING = "Neo4j: its JVM compiled for "
 
 
 async def _writes_unsettled(kb: Khora) -> list[str]:
@@ -149,11 +149,13 @@ async def test_the_jvm_compile_share_is_read_since_start_then_since_the_last_cal
         since_start = await stack.compile_share()
         assert since_start is not None
         share, window_s = since_start
-        assert 0 < share < 1 and window_s > 1  # the server has compiled, and has run a while
+        # the server has compiled, and has run a while; its compiler threads (two here, more
+        # on larger machines) may each compile the whole time
+        assert 0 < share < 8 and window_s > 1
         await asyncio.sleep(1.1)
         later = await stack.compile_share()
         assert later is not None
-        assert 0 <= later[0] < 1 and 1.0 <= later[1] < window_s  # since the first call
+        assert 0 <= later[0] < 8 and 1.0 <= later[1] < window_s  # since the first call
         await asyncio.sleep(1.1)
         for _ in range(3):  # a burst of readings, as a warm-up's last round and its report make
             assert await stack.compile_ms() is not None
@@ -169,7 +171,8 @@ def test_unsettled_names_the_jvm_from_a_tenth_of_the_time_compiling() -> None:
     assert compiling_line(COMPILING_SHARE * 0.99, 30.0) is None
     line = compiling_line(0.234, 12.4)
     assert line is not None and line.startswith(_COMPILING)
-    assert "23% of the last 12 s" in line
+    assert "compiled for 2.9 s of the last 12 s" in line
+    assert "compiled for 24.8 s of the last 12 s" in (compiling_line(2.0, 12.4) or "")  # two threads
 
 
 def test_sync_twin(tmp_path: Any, embedder: Any) -> None:

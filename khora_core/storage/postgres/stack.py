@@ -60,8 +60,9 @@ def compiling_line(share: float, window_s: float) -> str | None:
     if share < COMPILING_SHARE:
         return None
     return (
-        f"Neo4j: its JVM spent {share:.0%} of the last {window_s:,.0f} s compiling (recall is "
-        "slower until it is done; traffic, or settle(namespace=...)'s warm-up, finishes it)"
+        f"Neo4j: its JVM compiled for {share * window_s:,.1f} s of the last {window_s:,.0f} s "
+        "(its compiler threads run side by side; recall is slower until they are done, and "
+        "traffic, or settle(namespace=...)'s warm-up, finishes them)"
     )
 
 
@@ -284,7 +285,8 @@ class PostgresNeo4jStack:
         return None if reading is None else reading[1]
 
     async def compile_share(self) -> tuple[float, float] | None:
-        """(share of the time Neo4j's JVM spent compiling, over how many seconds): since this
+        """(Neo4j's JVM compile time over the time passed, over how many seconds; above 1 when
+        its compiler threads ran side by side): since this
         stack's previous reading when that is at least a second old, else since the JVM
         started. None when Neo4j does not say."""
         before = time.monotonic()
