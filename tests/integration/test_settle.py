@@ -40,11 +40,12 @@ async def _writes_unsettled(kb: Khora) -> list[str]:
 
 
 async def _left_unsettled(kb: Khora) -> list[str]:
-    """What writes left unsettled (``_writes_unsettled``) once the batch's own statistics are in. A PostgreSQL backend
-    reports a transaction's row counts when it next goes idle, up to 10 s later if it
-    reported within the last second (``PGSTAT_IDLE_INTERVAL``), so the counts of a batch's
-    last writes can land after settle's ANALYZE and name a table again; each such table is
-    settled again, for at most 15 s. A settle that analyzes nothing never empties the list."""
+    """What writes left unsettled (``_writes_unsettled``) once the batch's own statistics
+    are in. A PostgreSQL backend reports a transaction's row counts when it next goes idle,
+    up to 10 s later if it reported within the last second (``PGSTAT_IDLE_INTERVAL``), so the
+    counts of a batch's last writes can land after settle's ANALYZE and name a table again;
+    each such table is settled again, for at most 15 s. A settle that analyzes nothing never
+    empties the list."""
     left = await _writes_unsettled(kb)
     deadline = time.monotonic() + 15
     while left and time.monotonic() < deadline:

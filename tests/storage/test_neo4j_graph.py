@@ -874,13 +874,17 @@ def test_first_k_sizes_the_index_search_by_the_namespace_share() -> None:
 
 
 async def test_the_jvm_says_how_long_it_has_compiled(neo4j_driver: Any) -> None:
-    from khora_core.storage.neo4j.settle import compilation_ms
+    from khora_core.storage.neo4j.settle import jvm_compilation
 
-    first = await compilation_ms(neo4j_driver, database="neo4j")
+    async def compilation_ms() -> float | None:
+        reading = await jvm_compilation(neo4j_driver, database="neo4j")
+        return None if reading is None else reading[0]
+
+    first = await compilation_ms()
     assert first is not None and first > 0  # a server that has answered queries has compiled
     for _ in range(20):  # work that the JIT may compile meanwhile
         await neo4j_driver.execute_query(
             "UNWIND range(1, 2000) AS i RETURN sum(i * i) AS s", database_="neo4j"
         )
-    later = await compilation_ms(neo4j_driver, database="neo4j")
+    later = await compilation_ms()
     assert later is not None and later >= first  # a running total

@@ -14,14 +14,14 @@ After a bulk load three things make the first reads slow or uneven:
   against the loaded graph).
 
 ``settle`` does the three, each bounded in time; ``pending_indexes`` reads what is not
-online yet (for a readiness check).
+online yet (for a readiness check). A user without the rights for a procedure (an
+administrator can restrict them) gets the step skipped and named in the report rather
+than an error: settling is an optimisation, never a condition for correctness.
 
 One more kind of work follows a start or a bulk load and no procedure shortcuts it: the JVM
 compiles Neo4j's code paths as queries make them hot, for minutes, at a share of a core that
-recall then lacks on a small machine. ``compilation_ms`` reads how long the JVM has compiled
-so far (JMX, ``dbms.queryJmx``), so that a warm-up can run until the compiling dies down. A user without the rights for a procedure (an
-administrator can restrict them) gets the step skipped and named in the report rather
-than an error: settling is an optimisation, never a condition for correctness.
+recall then lacks on a small machine. ``jvm_compilation`` reads how long the JVM has compiled
+so far (JMX, ``dbms.queryJmx``), so that a warm-up can run until the compiling dies down.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import neo4j
 
 from khora_core.storage.neo4j.errors import translate_error, translated
 
-__all__ = ["compilation_ms", "jvm_compilation", "pending_indexes", "settle"]
+__all__ = ["jvm_compilation", "pending_indexes", "settle"]
 
 _COMPILATION = """
 CALL dbms.queryJmx('java.lang:type=Compilation') YIELD attributes AS compilation
@@ -85,13 +85,6 @@ async def jvm_compilation(driver: neo4j.AsyncDriver, *, database: str) -> tuple[
     if not all(isinstance(v, (int, float)) and v >= 0 for v in (ms, uptime)):
         return None
     return float(ms), float(uptime)
-
-
-async def compilation_ms(driver: neo4j.AsyncDriver, *, database: str) -> float | None:
-    """Milliseconds the server's JVM has spent compiling since it started; None when the
-    server does not say (``jvm_compilation``)."""
-    reading = await jvm_compilation(driver, database=database)
-    return None if reading is None else reading[0]
 
 
 async def settle(driver: neo4j.AsyncDriver, *, database: str, timeout_s: float = 300.0) -> dict[str, Any]:
