@@ -13,8 +13,9 @@ Layout of ``STATE_DIR``: ``home/`` (Neo4j's data, transaction logs and logs),
 launcher's output). Heap and page cache default to 1g / 512m; override them with
 ``KHORA_NEO4J_HEAP`` and ``KHORA_NEO4J_PAGECACHE``. The heap is reserved whole at start
 (``-Xms`` = ``-Xmx``). ``KHORA_NEO4J_JAVA_OPTS`` adds JVM options (split on whitespace),
-e.g. ``-XX:TieredStopAtLevel=1`` to compare compilers (``docs/operations.md``). Give the page cache at least the size of the store files
-(``home/data/databases/neo4j``), so that reads after a bulk load do not go to disk. A start waits up to 120 s for Bolt
+e.g. ``-XX:TieredStopAtLevel=1`` to compare compilers (``docs/operations.md``). Give the
+page cache at least the size of the store files (``home/data/databases/neo4j``), so that
+reads after a bulk load do not go to disk. A start waits up to 120 s for Bolt
 (``KHORA_NEO4J_START_TIMEOUT``); it takes 15-40 s on two busy cores.
 
 Only the standard library is used, so this runs before the project's dependencies are

@@ -286,9 +286,8 @@ class PostgresNeo4jStack:
 
     async def compile_share(self) -> tuple[float, float] | None:
         """(Neo4j's JVM compile time over the time passed, over how many seconds; above 1 when
-        its compiler threads ran side by side): since this
-        stack's previous reading when that is at least a second old, else since the JVM
-        started. None when Neo4j does not say."""
+        its compiler threads ran side by side): since this stack's previous reading when that
+        is at least a second old, else since the JVM started. None when Neo4j does not say."""
         before = time.monotonic()
         previous = next((r for r in reversed(self._compile_readings) if before - r[0] >= 1.0), None)
         reading = await self._jvm_reading()
